@@ -1,0 +1,21 @@
+# Two commands a new machine needs: `make serve` (set up, prepare models, serve the page) and `make test`.
+.PHONY: setup setup-test models serve test lint bench
+
+setup:
+	bash scripts/setup.sh
+
+setup-test:
+	bash scripts/setup.sh --test
+
+models: setup
+	.venv/bin/anipaint models prepare
+
+serve: models
+	.venv/bin/anipaint serve
+
+test: setup-test
+	.venv/bin/ruff check anipaint tests benchmarks scripts
+	.venv/bin/python -m pytest -q -ra
+
+bench: models
+	.venv/bin/anipaint bench --json artifacts/bench.json

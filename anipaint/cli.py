@@ -1,0 +1,197 @@
+"""The ``anipaint`` command: thin verbs over the library. Errors are one line on stderr and a non-zero exit."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from anipaint.errors import AnipaintError
+from anipaint.settings import Settings, get_settings
+
+IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".webp", ".bmp", ".tif", ".tiff", ".gif"}
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    s = get_settings()
+    overrides = {}
+    if getattr(args, "sources", None):
+        overrides["sources"] = Path(args.sources).expanduser().resolve()
+    if getattr(args, "home", None):
+        overrides["home"] = Path(args.home).expanduser().resolve()
+    return dataclasses.replace(s, **overrides) if overrides else s
+
+
+def _max_side(value: str) -> int | None:
+    if value.lower() in ("0", "none", "original", "full"):
+        return None
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError("expected a number of pixels or 'original'") from None
+    if n < 16:
+        raise argparse.ArgumentTypeError("max side must be at least 16 pixels")
+    return n
+
+
+def cmd_convert(args: argparse.Namespace) -> int:
+    from anipaint import imaging
+    from anipaint.painter import get_painter
+
+    settings = _settings(args)
+    painter = get_painter(args.style, settings)
+    src, dst = Path(args.input), Path(args.output)
+    options = {"max_side": args.max_side, "faces": args.faces, "face_style": args.face_style}
+    if src.is_dir():
+        return _convert_folder(painter, src, dst, options)
+    if not src.exists():
+        raise AnipaintError(f"{src}: no such file or folder")
+    if dst.is_dir():
+        dst = dst / (src.stem + ".png")
+    start = time.perf_counter()
+    result = painter.paint(src, **options)
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    imaging.save_image(result, dst)
+    print(f"{src} → {dst} ({painter.style.id}, {result.width}×{result.height}, {time.perf_counter() - start:.1f} s)")
+    return 0
+
+
+def _convert_folder(painter, src: Path, dst: Path, options: dict) -> int:
+    from tqdm import tqdm
+
+    from anipaint import imaging
+
+    files = sorted(p for p in src.rglob("*") if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
+    if not files:
+        raise AnipaintError(f"{src}: no images found ({', '.join(sorted(IMAGE_SUFFIXES))})")
+    dst.mkdir(parents=True, exist_ok=True)
+    failed: list[tuple[Path, str]] = []
+    start = time.perf_counter()
+    painter.warm()
+    for path in tqdm(files, desc=f"painting ({painter.style.id})", unit="img", file=sys.stderr):
+        out = dst / path.relative_to(src).with_suffix(".png")
+        try:
+            result = painter.paint(path, **options)
+            out.parent.mkdir(parents=True, exist_ok=True)
+            imaging.save_image(result, out)
+        except AnipaintError as exc:
+            failed.append((path, str(exc)))
+    elapsed = time.perf_counter() - start
+    done = len(files) - len(failed)
+    print(f"{done} of {len(files)} pictures painted into {dst} in {elapsed:.1f} s", file=sys.stderr)
+    for path, reason in failed:
+        print(f"  failed: {path}: {reason}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def cmd_styles(args: argparse.Namespace) -> int:
+    from anipaint import store
+
+    settings = _settings(args)
+    statuses = store.style_status(settings)
+    width = max(len(st.style.id) for st in statuses)
+    for st in statuses:
+        mark = "ready" if st.prepared else ("available" if st.available else "unavailable")
+        extra = f"  ({st.reason})" if st.reason else ""
+        print(f"{st.style.id:<{width}}  {mark:<11}  {st.style.label}{extra}")
+    return 0
+
+
+def cmd_prepare(args: argparse.Namespace) -> int:
+    from anipaint import store
+
+    settings = _settings(args)
+    print(f"sources: {settings.sources}\nstore:   {settings.models_dir}")
+
+    def show(style_id: str, outcome: str, detail: str) -> None:
+        print(f"  {style_id:<24} {outcome}{': ' + detail if detail else ''}", flush=True)
+
+    results = store.prepare(args.styles or None, settings, force=args.force, on_result=show)
+    print(f"  {'face-detector':<24} {results['face-detector']}")
+    return 1 if any(v.startswith("failed") for v in results.values()) else 0
+
+
+def cmd_fetch(args: argparse.Namespace) -> int:
+    from anipaint import store
+
+    settings = _settings(args)
+    path = store.fetch(args.name, settings, url=args.url)
+    print(f"fetched {args.name} → {path}; prepared in {settings.models_dir}")
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from anipaint.service.app import serve
+
+    settings = _settings(args)
+    serve(args.host or settings.host, args.port or settings.port, settings)
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from anipaint.bench import main as bench_main
+
+    return bench_main(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from anipaint.painter import DEFAULT
+
+    parser = argparse.ArgumentParser(prog="anipaint", description="Photos in, anime-style pictures out.")
+    parser.add_argument("--sources", help="folder of original model files (default: $ANIPAINT_SOURCES)")
+    parser.add_argument("--home", help="model store and data folder (default: $ANIPAINT_HOME)")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("convert", help="paint a picture or every picture in a folder")
+    p.add_argument("input", help="an image file or a folder of images")
+    p.add_argument("output", help="the output file (.png/.jpg/.webp) or folder")
+    p.add_argument("--style", "-s", default=None, help="style id or alias (see `anipaint styles`)")
+    p.add_argument("--max-side", type=_max_side, default=DEFAULT, help="cap the long side (default 512; 'original')")
+    p.add_argument("--faces", action=argparse.BooleanOptionalAction, default=None, help="restyle faces separately")
+    p.add_argument("--face-style", default=None, help="style for faces (default: same as --style)")
+    p.set_defaults(func=cmd_convert)
+
+    p = sub.add_parser("styles", help="list styles and whether they are available")
+    p.set_defaults(func=cmd_styles)
+
+    models = sub.add_parser("models", help="manage the model store").add_subparsers(dest="models_cmd", required=True)
+    p = models.add_parser("prepare", help="convert every available source into the model store")
+    p.add_argument("styles", nargs="*", help="only these style ids")
+    p.add_argument("--force", action="store_true", help="convert again even if up to date")
+    p.set_defaults(func=cmd_prepare)
+    p = models.add_parser("fetch", help="download a downloadable style (the PyTorch port's .pt files)")
+    p.add_argument("name", help="style id, e.g. v2-face-paint-512-v2")
+    p.add_argument("--url", help="download from this address instead of the registry's")
+    p.set_defaults(func=cmd_fetch)
+
+    p = sub.add_parser("serve", help="serve the web page and HTTP API")
+    p.add_argument("--host", default=None)
+    p.add_argument("--port", type=int, default=None)
+    p.set_defaults(func=cmd_serve)
+
+    p = sub.add_parser("bench", help="benchmark the engine backends")
+    p.add_argument("--json", dest="json_path", help="also write the results as JSON")
+    p.add_argument("--profile", action="store_true", help="write a profile of one 512 px paint")
+    p.add_argument("--quick", action="store_true", help="fewer repeats")
+    p.set_defaults(func=cmd_bench)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except AnipaintError as exc:
+        print(f"anipaint: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("anipaint: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

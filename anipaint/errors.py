@@ -1,0 +1,23 @@
+"""Errors a user can act on. Each message is a plain sentence meant to be shown as is (CLI, HTTP JSON)."""
+
+from __future__ import annotations
+
+
+class AnipaintError(Exception):
+    """Base class for every error anipaint reports to users."""
+
+
+class ImageError(AnipaintError, ValueError):
+    """The input is not an image we can read (corrupt, truncated, unsupported format)."""
+
+
+class ImageTooLargeError(ImageError):
+    """The image has more pixels or bytes than the configured limit."""
+
+
+class StyleError(AnipaintError, LookupError):
+    """The style is unknown or not available on this machine."""
+
+
+class ModelStoreError(AnipaintError):
+    """A model source is missing, fails its checksum, or cannot be converted."""

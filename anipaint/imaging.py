@@ -1,0 +1,133 @@
+"""Pictures in and out: decode and validate, apply EXIF orientation, normalise colour modes; encode clean PNGs.
+
+Everything that touches file formats lives here, so the CLI and the web service never decode images themselves.
+"""
+
+from __future__ import annotations
+
+import io
+import warnings
+from pathlib import Path
+from typing import BinaryIO
+
+import numpy as np
+from PIL import Image, ImageOps, UnidentifiedImageError
+
+from anipaint.errors import ImageError, ImageTooLargeError
+
+ImageInput = Image.Image | bytes | bytearray | str | Path | BinaryIO
+
+# Pillow's own bomb guard is replaced by our pixel limit, which callers pass explicitly.
+Image.MAX_IMAGE_PIXELS = None
+
+
+def _open(data: ImageInput) -> Image.Image:
+    try:
+        if isinstance(data, (bytes, bytearray)):
+            return Image.open(io.BytesIO(bytes(data)))
+        if isinstance(data, (str, Path)):
+            path = Path(data)
+            if not path.is_file():
+                raise ImageError(f"{path}: no such file")
+            return Image.open(path)
+        return Image.open(data)
+    except UnidentifiedImageError:
+        raise ImageError("not an image, or an image format we cannot read") from None
+    except OSError as exc:
+        raise ImageError(f"cannot read the image: {exc}") from None
+
+
+def probe_image(data: ImageInput) -> tuple[int, int, str]:
+    """(width, height, format) from the file header alone, before any pixel is decoded."""
+    img = _open(data)
+    return img.width, img.height, img.format or "unknown"
+
+
+def check_limits(width: int, height: int, max_pixels: int | None) -> None:
+    if max_pixels and width * height > max_pixels:
+        raise ImageTooLargeError(
+            f"image is {width}×{height} = {width * height / 1e6:.1f} MP; the limit is {max_pixels / 1e6:.0f} MP"
+        )
+
+
+def _to_8bit(img: Image.Image) -> Image.Image:
+    """16-bit and float greyscale → 8-bit L, scaling by the mode's range instead of clipping."""
+    arr = np.asarray(img)
+    if img.mode.startswith("I;16") or (img.mode == "I" and arr.max(initial=0) > 255):
+        scaled = arr.astype(np.float64) / 257.0
+    elif img.mode == "F":
+        peak = float(arr.max(initial=0))
+        scaled = arr * (255.0 if peak <= 1.0 else 1.0)
+    else:
+        scaled = arr
+    return Image.fromarray(np.clip(np.rint(scaled), 0, 255).astype(np.uint8), "L")
+
+
+def normalise_mode(img: Image.Image) -> Image.Image:
+    """Any Pillow mode → RGB, or RGBA when the picture has transparency."""
+    if img.mode in ("RGB", "RGBA"):
+        return img
+    if img.mode in ("I", "I;16", "I;16B", "I;16L", "I;16N", "F"):
+        return _to_8bit(img).convert("RGB")
+    if img.mode == "P":
+        return img.convert("RGBA" if "transparency" in img.info else "RGB")
+    if img.mode in ("LA", "PA", "La", "RGBa"):
+        return img.convert("RGBA")
+    if img.mode == "CMYK":
+        # Adobe-style JPEGs store inverted CMYK; Pillow's conversion handles the common case.
+        return img.convert("RGB")
+    return img.convert("RGB")
+
+
+def load_image(data: ImageInput, *, max_pixels: int | None = None) -> Image.Image:
+    """Decode a picture into an upright RGB or RGBA image with no metadata attached.
+
+    Raises :class:`ImageError` for anything that is not a readable picture and
+    :class:`ImageTooLargeError` when ``max_pixels`` is exceeded (checked before decoding).
+    """
+    if isinstance(data, Image.Image):
+        img = data
+    else:
+        img = _open(data)
+        check_limits(img.width, img.height, max_pixels)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                img.load()
+        except (OSError, SyntaxError, ValueError) as exc:
+            raise ImageError(f"the image is corrupt or truncated: {exc}") from None
+    if getattr(img, "n_frames", 1) > 1:
+        img.seek(0)  # animations: the first frame
+    try:
+        img = ImageOps.exif_transpose(img)
+    except Exception:  # broken EXIF should not cost the user their picture
+        pass
+    img = normalise_mode(img)
+    clean = img.copy()
+    clean.info = {}
+    return clean
+
+
+def encode_png(img: Image.Image, *, compress_level: int = 6) -> bytes:
+    """PNG bytes with no metadata (no EXIF, no text chunks)."""
+    buf = io.BytesIO()
+    stripped = Image.frombytes(img.mode, img.size, img.tobytes())
+    stripped.save(buf, format="PNG", compress_level=compress_level)
+    return buf.getvalue()
+
+
+def save_image(img: Image.Image, path: Path) -> None:
+    """Save by extension; metadata is never written. JPEG drops alpha onto white."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    stripped = Image.frombytes(img.mode, img.size, img.tobytes())
+    if suffix in (".jpg", ".jpeg"):
+        if stripped.mode == "RGBA":
+            background = Image.new("RGB", stripped.size, (255, 255, 255))
+            background.paste(stripped, mask=stripped.getchannel("A"))
+            stripped = background
+        stripped.save(path, format="JPEG", quality=95)
+    elif suffix == ".webp":
+        stripped.save(path, format="WEBP", quality=95)
+    else:
+        stripped.save(path, format="PNG")

@@ -1,0 +1,131 @@
+"""One style's whole pipeline: imaging → preprocess → engine → faces → postprocess.
+
+A :class:`Painter` is created once per style per process (:func:`get_painter`) and shared by every caller;
+its model loads on first use (or :meth:`Painter.warm`) under a lock, so concurrent first requests load it once.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from PIL import Image
+
+from anipaint import imaging, postprocess, preprocess, store
+from anipaint.engine import Engine
+from anipaint.registry import Style
+from anipaint.settings import Settings, get_settings
+
+Progress = Callable[[str, float], None]
+
+
+class _Default:
+    def __repr__(self) -> str:
+        return "<settings default>"
+
+
+DEFAULT: Any = _Default()  # "use the value from settings"
+
+
+class Painter:
+    def __init__(self, style: Style, settings: Settings) -> None:
+        self.style = style
+        self.settings = settings
+        self._engine: Engine | None = None
+        self._lock = threading.Lock()
+        self.last_timings: dict[str, float] = {}
+
+    def __repr__(self) -> str:
+        return f"Painter({self.style.id!r})"
+
+    @property
+    def engine(self) -> Engine:
+        if self._engine is None:
+            with self._lock:
+                if self._engine is None:
+                    artefact = store.ensure_prepared(self.style, self.settings)
+                    self._engine = Engine(self.style, artefact, self.settings)
+        return self._engine
+
+    @property
+    def loaded(self) -> bool:
+        return self._engine is not None
+
+    def warm(self) -> Painter:
+        """Load the model now rather than on the first picture."""
+        _ = self.engine
+        return self
+
+    def paint_array(self, rgb: np.ndarray) -> np.ndarray:
+        """RGB uint8 (H, W, 3) → painted RGB uint8 of the same size (no cap, no faces)."""
+        return self.engine.run(rgb)
+
+    def paint(
+        self,
+        image: imaging.ImageInput,
+        *,
+        max_side: int | None = DEFAULT,
+        faces: bool | None = None,
+        face_style: str | None = None,
+        progress: Progress | None = None,
+    ) -> Image.Image:
+        """Paint a picture. ``max_side`` caps the long side (None or 0: full resolution, tiled);
+        ``faces`` restyles each face at its own resolution (default from settings)."""
+        report = progress or (lambda stage, fraction: None)
+        timings: dict[str, float] = {}
+        t0 = time.perf_counter()
+        report("decode", 0.05)
+        img = imaging.load_image(image, max_pixels=self.settings.max_pixels)
+        cap = self.settings.max_side if max_side is DEFAULT else max_side
+        work = preprocess.prepare(img, cap)
+        t1 = time.perf_counter()
+        timings["decode"] = t1 - t0
+        report("paint", 0.1)
+        painted = self.paint_array(work.rgb)
+        t2 = time.perf_counter()
+        timings["paint"] = t2 - t1
+        use_faces = self.settings.faces if faces is None else faces
+        if use_faces:
+            report("faces", 0.8)
+            painted = self._enhance_faces(work, painted, face_style)
+            timings["faces"] = time.perf_counter() - t2
+        report("encode", 0.95)
+        result = postprocess.finish(painted, work.alpha)
+        timings["total"] = time.perf_counter() - t0
+        self.last_timings = timings
+        report("done", 1.0)
+        return result
+
+    def _enhance_faces(self, work: preprocess.WorkImage, painted: np.ndarray, face_style: str | None) -> np.ndarray:
+        from anipaint import faces
+
+        model = store.prepare_face_detector(self.settings)
+        if model is None:  # no detector model available: paint without face enhancement
+            return painted
+        detector = faces.get_face_detector(self.settings, model)
+        found = detector.detect(work.source)
+        if not found:
+            return painted
+        face_painter = get_painter(face_style, self.settings) if face_style else self
+        return faces.enhance_faces(
+            work.source, painted, found, face_painter.paint_array, face_size=self.settings.face_size
+        )
+
+
+_painters: dict[tuple[str, str], Painter] = {}
+_painters_lock = threading.Lock()
+
+
+def get_painter(style: str | None = None, settings: Settings | None = None) -> Painter:
+    """The shared painter for a style id or alias (default: settings.default_style)."""
+    s = settings if settings is not None else get_settings()
+    resolved = store.resolve(style, s)
+    key = (resolved.id, str(s.home))
+    with _painters_lock:
+        painter = _painters.get(key)
+        if painter is None:
+            painter = _painters[key] = Painter(resolved, s)
+    return painter

@@ -1,0 +1,229 @@
+"""The style table: one row per style, the only place that knows style ids, sources and licences.
+
+A style's ``architecture`` says which network runs it and ``importer`` which converter turns its source files
+into the model store's artefact (see :mod:`anipaint.store`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from anipaint.errors import StyleError
+
+V2_LICENCE = (
+    "AnimeGANv2 weights: free for non-commercial use (research, teaching, personal); "
+    "commercial use needs the author's permission (TachibanaYoshino/AnimeGANv2)."
+)
+V1_LICENCE = (
+    "AnimeGAN weights: non-commercial use only (TachibanaYoshino/AnimeGAN licence), via coolseaweed/AnimeGAN-js."
+)
+V1_JS_LICENCE = (
+    V1_LICENCE + " Trained by the AnimeGAN-js author with the AnimeGAN network; provenance otherwise unknown."
+)
+V3_LICENCE = "AnimeGANv3 weights: non-commercial use only (TachibanaYoshino/AnimeGANv3 licence)."
+PORT_LICENCE = (
+    "bryandlee/animegan2-pytorch weights (MIT repository), trained with AnimeGANv2; "
+    "AnimeGANv2's non-commercial terms apply to the style."
+)
+PORT_URL = "https://github.com/bryandlee/animegan2-pytorch/raw/main/weights/{name}.pt"
+
+
+@dataclass(frozen=True)
+class Source:
+    """One original file. ``path`` is relative to the sources folder (``ANIPAINT_SOURCES``)."""
+
+    path: str
+    sha256: str | None  # None: no published checksum; the importer validates the content instead
+    url: str | None = None  # where `anipaint models fetch` downloads it from, if anywhere
+
+
+@dataclass(frozen=True)
+class Style:
+    id: str
+    label: str
+    architecture: str  # animeganv2 | animeganv1 | graph | onnx
+    importer: str  # tflite_v2 | tfjs_v1 | torch_port | tflite_graph | graphdef_pb | onnx
+    sources: tuple[Source, ...]
+    licence: str
+    input_size: int = 512  # preferred working size of the long side
+    description: str = ""
+    tags: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def family(self) -> str:
+        return self.id.split("-", 1)[0]
+
+
+def _v1(name: str, label: str, licence: str, description: str) -> Style:
+    folder = f"animegan_v1/{name}"
+    return Style(
+        id=f"v1-{name.replace('_', '-')}",
+        label=label,
+        architecture="animeganv1",
+        importer="tfjs_v1",
+        sources=(
+            Source(f"{folder}/model.json", _V1_SUMS[name][0]),
+            Source(f"{folder}/group1-shard1of1.bin", _V1_SUMS[name][1]),
+        ),
+        licence=licence,
+        description=description,
+    )
+
+
+def _port(name: str, label: str, description: str) -> Style:
+    return Style(
+        id=f"v2-{name.replace('_', '-')}",
+        label=label,
+        architecture="animeganv2",
+        importer="torch_port",
+        sources=(Source(f"animegan2-pytorch/{name}.pt", None, PORT_URL.format(name=name)),),
+        licence=PORT_LICENCE,
+        description=description,
+        tags=("downloadable",),
+    )
+
+
+_V1_SUMS = {
+    "hayao": (
+        "09fdbb3ffceaa37f3d3ec49fb7dd778135bbdee1a1c520e7e04c531d636a93b1",
+        "cdbbaec382a4e095f494d0e3d39a8013335ab383b68a268a04f90c366157fad9",
+    ),
+    "shinkai": (
+        "1d829e8d396345ac0c694ab888793272f8c99775bde39cac57d783ab79bdcb86",
+        "f2e72e7d454e1d68b972b63182333276c4528d79a604bb0d42e63ca68d8b9cf9",
+    ),
+    "paprika": (
+        "6ada3403541f22a2b1c5f34591f078bb866b72c61d7e21e927a24af077e43ea1",
+        "d82fc8eb53ec24a1be371c6dcfefb12a35fbb0c6349b51c236121450443fd703",
+    ),
+    "charge": (
+        "0dd6d96476e05d49548f6fc900cae775d4a63ea474612e272b5aa328baf32108",
+        "75f7be43c0bb9514fd108ff3449f531bf11bcfd8fe0d852aee45ee052e602895",
+    ),
+    "iblard": (
+        "de782a72c345ddf377f7eacd00b823ec2e51b5a5a67bbf0209071614edbc5703",
+        "9c513a68a81f7a07374dbd144ba2811eedaec6bd3a57fc207104c54c284aee3f",
+    ),
+    "strange_daddy": (
+        "482a6b9924118afdee8e136c74c21fcc11d87e82ae4405fba5ab7751edaef4a6",
+        "b429623ef150fec8daef87e7f46e4c058021cb764ad8bb1c08ee06abc6a96fbe",
+    ),
+}
+
+STYLES: tuple[Style, ...] = (
+    Style(
+        id="v3-hayao",
+        label="Hayao (AnimeGANv3)",
+        architecture="graph",
+        importer="tflite_graph",
+        sources=(
+            Source(
+                "animeganv3/AnimeGANv3_Hayao_36_QUANTIZED_fp16.tflite",
+                "53daf9b8da8350ac6e1c1171efdbb7bad55f7221c7d213925125841f83e52f35",
+            ),
+        ),
+        licence=V3_LICENCE,
+        description="Miyazaki-like colours; draws eyes and mouths on faces.",
+    ),
+    Style(
+        id="v3-shinkai",
+        label="Shinkai (AnimeGANv3)",
+        architecture="graph",
+        importer="graphdef_pb",
+        sources=(
+            Source(
+                "animeganv3/AnimeGANv3_Shinkai_37.pb",
+                "ecae7b7dc212e2dcb5f484ac50946740cd6b5e630233989799a35526f611a0a9",
+            ),
+        ),
+        licence=V3_LICENCE,
+        description="Bright skies and crisp light, Makoto Shinkai-like.",
+    ),
+    Style(
+        id="v3-cute",
+        label="Cute (AnimeGANv3 tiny)",
+        architecture="onnx",
+        importer="onnx",
+        sources=(
+            Source(
+                "animeganv3/AnimeGANv3_tiny_Cute.onnx",
+                "3ef02d6b2939a0e81621abc5beb0e741bb58654570033cd0e97f6b6ef37c1171",
+            ),
+        ),
+        licence=V3_LICENCE,
+        description="Soft and cute; the fastest style.",
+    ),
+    Style(
+        id="v2-hayao",
+        label="Hayao (AnimeGANv2)",
+        architecture="animeganv2",
+        importer="tflite_v2",
+        sources=(
+            Source(
+                "animeganv2/animeganv2_hayao_256x256_integer_quant.tflite",
+                "7d9157db18ad9238a7189c4f56786dbb865f980e219c167def0988fc67ffe5e0",
+            ),
+        ),
+        licence=V2_LICENCE,
+        description="The official AnimeGANv2 Hayao generator (int8 weights dequantized to float).",
+    ),
+    _v1("hayao", "Hayao (AnimeGAN v1)", V1_LICENCE, "The original AnimeGAN Hayao style."),
+    _v1("shinkai", "Shinkai (AnimeGAN v1)", V1_LICENCE, "The original AnimeGAN Shinkai style."),
+    _v1("paprika", "Paprika (AnimeGAN v1)", V1_LICENCE, "The original AnimeGAN Paprika style."),
+    _v1("charge", "Charge (AnimeGAN-js)", V1_JS_LICENCE, "Trained by the AnimeGAN-js author."),
+    _v1("iblard", "Iblard (AnimeGAN-js)", V1_JS_LICENCE, "Trained by the AnimeGAN-js author."),
+    _v1("strange_daddy", "Strange Daddy (AnimeGAN-js)", V1_JS_LICENCE, "Trained by the AnimeGAN-js author."),
+    _port("face_paint_512_v2", "Face Paint v2 (port)", "Face-specialised; from the PyTorch port."),
+    _port("face_paint_512_v1", "Face Paint v1 (port)", "Face-specialised; from the PyTorch port."),
+    _port("celeba_distill", "CelebA distill (port)", "Distilled face style from the PyTorch port."),
+    _port("paprika", "Paprika (AnimeGANv2 port)", "Paprika style from the PyTorch port."),
+)
+
+# Not a style: the face detector (YuNet, OpenCV Zoo; Apache-2.0 / MIT), copied into the store by `prepare`.
+FACE_DETECTOR = Source(
+    "face/face_detection_yunet_2023mar_dynamic.onnx",
+    "daede24002cc8590f457998cc5e6c9e8b82f45f6bd969506a8913cd4ed10a2d3",
+)
+
+# Short names; each maps to candidates in order of preference, the first available wins.
+ALIASES: dict[str, tuple[str, ...]] = {
+    "hayao": ("v2-hayao", "v3-hayao", "v1-hayao"),
+    "shinkai": ("v1-shinkai", "v3-shinkai"),
+    "paprika": ("v2-paprika", "v1-paprika"),
+    "cute": ("v3-cute",),
+    "charge": ("v1-charge",),
+    "iblard": ("v1-iblard",),
+    "strange-daddy": ("v1-strange-daddy",),
+    "face-paint": ("v2-face-paint-512-v2", "v2-face-paint-512-v1"),
+    "celeba": ("v2-celeba-distill",),
+}
+
+_BY_ID = {s.id: s for s in STYLES}
+
+
+class UnknownStyleError(StyleError):
+    """The name is neither a style id nor an alias."""
+
+
+def all_styles() -> tuple[Style, ...]:
+    return STYLES
+
+
+def get_style(style_id: str) -> Style:
+    """The row for an exact id (no alias resolution)."""
+    try:
+        return _BY_ID[style_id]
+    except KeyError:
+        raise UnknownStyleError(f"unknown style {style_id!r}; known: {', '.join(_BY_ID)}") from None
+
+
+def candidates(name: str) -> tuple[str, ...]:
+    """Ids a user-given name may mean, best first."""
+    key = name.strip().lower().replace("_", "-")
+    if key in _BY_ID:
+        return (key,)
+    if key in ALIASES:
+        return ALIASES[key]
+    raise UnknownStyleError(
+        f"unknown style {name!r}; known ids: {', '.join(_BY_ID)}; aliases: {', '.join(ALIASES)}"
+    )

@@ -1,0 +1,108 @@
+"""Every knob in one place.
+
+Each field maps onto an environment variable ``ANIPAINT_<FIELD>`` (upper case); CLI flags and API fields
+override per call. Read once with :func:`get_settings`; tests may call :func:`reload_settings` after changing
+the environment.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+# The package lives in <repo>/anipaint/, so the repository's sibling ../shared/models is two parents up.
+_REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def _default_sources() -> Path:
+    return (_REPO_ROOT.parent / "shared" / "models").resolve()
+
+
+def _default_home() -> Path:
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "anipaint"
+
+
+@dataclass(frozen=True)
+class Settings:
+    # Where the original model files are read from (read-only), and where converted models live.
+    sources: Path = field(default_factory=_default_sources)
+    home: Path = field(default_factory=_default_home)
+
+    # Picture defaults.
+    default_style: str = "v3-hayao"
+    max_side: int = 512  # long-side cap; 0 / None at call time means full resolution (tiled)
+    tile_size: int = 512  # tile edge for full-resolution painting
+    tile_overlap: int = 64  # overlap blended between tiles
+
+    # Engine.
+    backend: str = "auto"  # auto | torch | compiled | onnxruntime | int8
+    threads: int = 0  # intra-op threads per job; 0 = physical cores / jobs
+    jobs: int = 1  # concurrent paints per process
+
+    # Faces.
+    faces: bool = True
+    face_score_threshold: float = 0.7
+    face_min_size: int = 24  # pixels in the painted picture; smaller faces are left as they are
+    face_size: int = 512  # working size of the aligned face crop
+    face_cache_size: int = 256
+    face_cache_ttl: float = 3600.0
+    face_detect_max_side: int = 1024  # detector runs on a copy no larger than this
+
+    # Service.
+    host: str = "127.0.0.1"
+    port: int = 8000
+    queue_size: int = 8
+    request_timeout: float = 120.0  # how long /predict waits for its turn and its paint
+    result_ttl: float = 3600.0
+    max_upload_bytes: int = 20 * 1024 * 1024
+    max_pixels: int = 40_000_000
+    data_dir: Path | None = None  # job results; default <home>/jobs
+    broker_url: str = ""  # empty: embedded queue in this process; redis://... : Celery workers
+
+    @property
+    def models_dir(self) -> Path:
+        return self.home / "models"
+
+    @property
+    def jobs_dir(self) -> Path:
+        return self.data_dir if self.data_dir is not None else self.home / "jobs"
+
+
+def _coerce(value: str, target: object) -> object:
+    if target is bool:
+        return value.strip().lower() in {"1", "true", "yes", "on"}
+    if target is int:
+        return int(value)
+    if target is float:
+        return float(value)
+    if target is Path or target == "Path | None" or target == "Path":
+        return Path(value).expanduser()
+    return value
+
+
+def settings_from_env(environ: dict[str, str] | None = None) -> Settings:
+    """Build settings from ``ANIPAINT_*`` variables on top of the defaults."""
+    env = os.environ if environ is None else environ
+    overrides: dict[str, object] = {}
+    hints = {f.name: f.type for f in dataclasses.fields(Settings)}
+    for name, hint in hints.items():
+        raw = env.get(f"ANIPAINT_{name.upper()}")
+        if raw is None or raw == "":
+            continue
+        kind: object = {"bool": bool, "int": int, "float": float, "str": str}.get(str(hint), Path)
+        overrides[name] = _coerce(raw, kind)
+    return Settings(**overrides)  # type: ignore[arg-type]
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return settings_from_env()
+
+
+def reload_settings() -> Settings:
+    get_settings.cache_clear()
+    return get_settings()

@@ -1,0 +1,277 @@
+"""The model store: original sources in, converted artefacts out.
+
+Layout under ``settings.home``::
+
+    models/<style-id>/model.pt | model.onnx   the converted artefact
+    models/<style-id>/meta.json               source checksums + converter version it was built from
+    models/face/yunet.onnx                    the face detector
+    downloads/<source path>                   files fetched by `anipaint models fetch`
+
+``prepare`` is idempotent (an artefact whose meta matches its sources is kept) and safe when several processes
+run it at once: each style is converted under a file lock into a temporary folder that is renamed into place.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from filelock import FileLock
+
+from anipaint import importers
+from anipaint.errors import ModelStoreError, StyleError
+from anipaint.registry import FACE_DETECTOR, Source, Style, all_styles, candidates, get_style
+from anipaint.settings import Settings, get_settings
+
+# Bump when a converter's output changes, so stores built by older code are rebuilt.
+FORMAT_VERSION = 1
+_CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class StyleStatus:
+    style: Style
+    available: bool  # prepared, or its sources are present and can be converted on first use
+    prepared: bool
+    reason: str | None = None  # why not available
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(_CHUNK), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _settings(settings: Settings | None) -> Settings:
+    return settings if settings is not None else get_settings()
+
+
+def locate_source(source: Source, settings: Settings | None = None) -> Path | None:
+    """The first existing copy of a source file: the sources folder, then the downloads folder."""
+    s = _settings(settings)
+    for root in (s.sources, s.home / "downloads"):
+        candidate = Path(root) / source.path
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def style_dir(style: Style, settings: Settings | None = None) -> Path:
+    return _settings(settings).models_dir / style.id
+
+
+def artefact_path(style: Style, settings: Settings | None = None) -> Path:
+    name = "model.onnx" if style.architecture == "onnx" else "model.pt"
+    return style_dir(style, settings) / name
+
+
+def face_detector_path(settings: Settings | None = None) -> Path:
+    return _settings(settings).models_dir / "face" / "yunet.onnx"
+
+
+def _expected_meta(style: Style, paths: list[Path]) -> dict:
+    return {
+        "style": style.id,
+        "format_version": FORMAT_VERSION,
+        "sources": {src.path: sha256_file(p) for src, p in zip(style.sources, paths, strict=True)},
+    }
+
+
+def _read_meta(folder: Path) -> dict | None:
+    try:
+        return json.loads((folder / "meta.json").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def is_prepared(style: Style, settings: Settings | None = None) -> bool:
+    meta = _read_meta(style_dir(style, settings))
+    return bool(meta) and meta.get("format_version") == FORMAT_VERSION and artefact_path(style, settings).is_file()
+
+
+def _verified_sources(style: Style, settings: Settings) -> list[Path]:
+    paths: list[Path] = []
+    for src in style.sources:
+        path = locate_source(src, settings)
+        if path is None:
+            hint = f"; run `anipaint models fetch {style.id}`" if src.url else ""
+            raise ModelStoreError(f"{style.id}: source file {src.path} not found in {settings.sources}{hint}")
+        if src.sha256 is not None:
+            actual = sha256_file(path)
+            if actual != src.sha256:
+                raise ModelStoreError(
+                    f"{style.id}: checksum mismatch for {path} (expected {src.sha256[:12]}…, got {actual[:12]}…)"
+                )
+        paths.append(path)
+    return paths
+
+
+def style_status(settings: Settings | None = None) -> list[StyleStatus]:
+    """Every registry style with whether it can be used here, and why not."""
+    s = _settings(settings)
+    out: list[StyleStatus] = []
+    for style in all_styles():
+        if is_prepared(style, s):
+            out.append(StyleStatus(style, True, True))
+            continue
+        missing = [src.path for src in style.sources if locate_source(src, s) is None]
+        if missing:
+            how = " (downloadable: `anipaint models fetch`)" if any(src.url for src in style.sources) else ""
+            out.append(StyleStatus(style, False, False, f"source missing: {', '.join(missing)}{how}"))
+        else:
+            out.append(StyleStatus(style, True, False, None))
+    return out
+
+
+def resolve(name: str | None, settings: Settings | None = None) -> Style:
+    """A style id or alias → the best style available here (raises StyleError)."""
+    s = _settings(settings)
+    ids = candidates(name or s.default_style)
+    for style_id in ids:
+        style = get_style(style_id)
+        if is_prepared(style, s) or all(locate_source(src, s) for src in style.sources):
+            return style
+    raise StyleError(f"style {name!r} is not available here (tried {', '.join(ids)}); see `anipaint styles`")
+
+
+def prepare_style(style: Style, settings: Settings | None = None, *, force: bool = False) -> dict:
+    """Convert one style into the store unless an up-to-date artefact is there. Returns its meta."""
+    s = _settings(settings)
+    s.models_dir.mkdir(parents=True, exist_ok=True)
+    paths = _verified_sources(style, s)
+    target = style_dir(style, s)
+    with FileLock(str(s.models_dir / f".{style.id}.lock")):
+        expected = _expected_meta(style, paths)
+        meta = _read_meta(target)
+        if not force and meta and all(meta.get(k) == v for k, v in expected.items()) and is_prepared(style, s):
+            return meta
+        work = Path(tempfile.mkdtemp(prefix=f".{style.id}-", dir=s.models_dir))
+        try:
+            try:
+                facts = importers.convert(style.importer, paths, work)
+            except ModelStoreError:
+                raise
+            except Exception as exc:  # a converter failure names the style and the file, not a traceback
+                raise ModelStoreError(f"{style.id}: conversion failed: {exc}") from exc
+            meta = {**expected, **(facts or {})}
+            (work / "meta.json").write_text(json.dumps(meta, indent=2, default=str))
+            if target.exists():
+                shutil.rmtree(target)
+            os.replace(work, target)
+        finally:
+            if work.exists():
+                shutil.rmtree(work, ignore_errors=True)
+        return meta
+
+
+def prepare_face_detector(settings: Settings | None = None) -> Path | None:
+    s = _settings(settings)
+    dest = face_detector_path(s)
+    if dest.is_file():
+        return dest
+    src = locate_source(FACE_DETECTOR, s)
+    if src is None or sha256_file(src) != FACE_DETECTOR.sha256:
+        return None
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(s.models_dir / ".face.lock")):
+        if not dest.is_file():
+            tmp = dest.with_suffix(f".{os.getpid()}.tmp")
+            shutil.copyfile(src, tmp)
+            os.replace(tmp, dest)
+    return dest
+
+
+def prepare(
+    style_ids: Iterable[str] | None = None,
+    settings: Settings | None = None,
+    *,
+    force: bool = False,
+    on_result: Callable[[str, str, str], None] | None = None,
+) -> dict[str, str]:
+    """Convert every available source (or the given styles). Returns {style id: 'ok' | 'skipped: why' | 'failed: why'}.
+
+    A missing source is skipped, not an error; a bad checksum or a failed conversion is reported as failed.
+    """
+    s = _settings(settings)
+    chosen = [get_style(i) for i in style_ids] if style_ids else list(all_styles())
+    results: dict[str, str] = {}
+    for style in chosen:
+        if any(locate_source(src, s) is None for src in style.sources):
+            outcome, detail = "skipped", "source missing"
+        else:
+            try:
+                prepare_style(style, s, force=force)
+                outcome, detail = "ok", ""
+            except ModelStoreError as exc:
+                outcome, detail = "failed", str(exc)
+        results[style.id] = outcome if not detail else f"{outcome}: {detail}"
+        if on_result:
+            on_result(style.id, outcome, detail)
+    detector = prepare_face_detector(s)
+    results["face-detector"] = "ok" if detector else "skipped: source missing"
+    return results
+
+
+def ensure_prepared(style: Style, settings: Settings | None = None) -> Path:
+    """The artefact for a style, converting it on first use."""
+    if not is_prepared(style, settings):
+        prepare_style(style, settings)
+    return artefact_path(style, settings)
+
+
+def fetch(style_id: str, settings: Settings | None = None, *, url: str | None = None, timeout: float = 60.0) -> Path:
+    """Download a style's source into ``<home>/downloads`` and prepare it.
+
+    The download goes to ``<file>.part`` and resumes from its length with an HTTP Range request, so an
+    interrupted fetch continues instead of starting over; the finished file is renamed into place atomically
+    (a reader never sees half a file) and then checked: by checksum where one is published, and by converting it.
+    """
+    s = _settings(settings)
+    style = get_style(style_id)
+    downloadable = [src for src in style.sources if src.url]
+    if not downloadable:
+        raise ModelStoreError(f"{style.id} has no download address; its sources come with the project")
+    src = downloadable[0]
+    dest = s.home / "downloads" / src.path
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    part = dest.with_name(dest.name + ".part")
+    with FileLock(str(dest.with_name(dest.name + ".lock"))):
+        if not dest.is_file():
+            _download(url or src.url or "", part, timeout)
+            if src.sha256 is not None and sha256_file(part) != src.sha256:
+                part.unlink()
+                raise ModelStoreError(f"{style.id}: downloaded file fails its checksum; deleted, try again")
+            os.replace(part, dest)
+    try:
+        prepare_style(style, s, force=True)
+    except ModelStoreError:
+        dest.unlink(missing_ok=True)  # not a usable model: don't leave it to be picked up later
+        raise
+    return dest
+
+
+def _download(url: str, part: Path, timeout: float) -> None:
+    have = part.stat().st_size if part.exists() else 0
+    request = urllib.request.Request(url, headers={"Range": f"bytes={have}-"} if have else {})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            # 206: the server resumed where we stopped; 200: it sent the whole file, so start over.
+            mode = "ab" if have and response.status == 206 else "wb"
+            with open(part, mode) as fh:
+                shutil.copyfileobj(response, fh, _CHUNK)
+    except urllib.error.HTTPError as exc:
+        if exc.code == 416 and have:  # the .part file already holds the whole file
+            return
+        raise ModelStoreError(f"download from {url} failed: HTTP {exc.code}") from exc
+    except OSError as exc:
+        raise ModelStoreError(f"download from {url} failed: {exc}; run the same command again to resume") from exc

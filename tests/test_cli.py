@@ -1,0 +1,88 @@
+"""The `anipaint` command as a user runs it: real files, real models, exit codes and messages."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+from conftest import GROUP_PHOTO
+
+
+def run_cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "anipaint.cli", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        timeout=600,
+    )
+
+
+def test_convert_one_photo_with_hayao(prepared_store, tmp_path):
+    out = tmp_path / "out.png"
+    proc = run_cli("convert", str(GROUP_PHOTO), str(out), "--style", "hayao", "--no-faces")
+    assert proc.returncode == 0, proc.stderr
+    img = Image.open(out)
+    assert img.size == (512, 512)
+    src = np.asarray(Image.open(GROUP_PHOTO).convert("RGB").resize((512, 512)), np.float64)
+    assert np.abs(np.asarray(img.convert("RGB"), np.float64) - src).mean() > 8  # it was restyled
+    assert "v2-hayao" in proc.stdout
+
+
+def test_convert_folder_reports_and_skips_a_corrupt_file(prepared_store, tmp_path):
+    src = tmp_path / "in"
+    (src / "sub").mkdir(parents=True)
+    shutil.copy(GROUP_PHOTO, src / "a.jpg")
+    Image.open(GROUP_PHOTO).resize((200, 200)).save(src / "sub" / "b.png")
+    (src / "broken.jpg").write_bytes(b"\xff\xd8\xff\xe0 definitely not a whole jpeg")
+    dst = tmp_path / "out"
+    proc = run_cli("convert", str(src), str(dst), "--style", "v3-cute", "--max-side", "256", "--no-faces")
+    assert proc.returncode == 1
+    assert (dst / "a.png").is_file() and (dst / "sub" / "b.png").is_file()
+    assert not (dst / "broken.png").exists()
+    assert "2 of 3 pictures painted" in proc.stderr
+    assert "broken.jpg" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert Image.open(dst / "a.png").size == (256, 256)
+
+
+def test_clear_errors_and_nonzero_exit(prepared_store, tmp_path):
+    proc = run_cli("convert", str(tmp_path / "nope.jpg"), str(tmp_path / "o.png"))
+    assert proc.returncode == 2 and "no such file" in proc.stderr and "Traceback" not in proc.stderr
+    proc = run_cli("convert", str(GROUP_PHOTO), str(tmp_path / "o.png"), "--style", "van-gogh")
+    assert proc.returncode == 2 and "unknown style" in proc.stderr and "Traceback" not in proc.stderr
+    bad = tmp_path / "bad.jpg"
+    bad.write_bytes(b"nope")
+    proc = run_cli("convert", str(bad), str(tmp_path / "o.png"), "--style", "v3-cute")
+    assert proc.returncode == 2 and "not an image" in proc.stderr
+    proc = run_cli("convert", str(GROUP_PHOTO), str(tmp_path / "o.png"), "--max-side", "huge")
+    assert proc.returncode == 2 and "max-side" in proc.stderr
+
+
+def test_styles_lists_availability_with_reasons(prepared_store, tmp_path):
+    proc = run_cli("styles")
+    assert proc.returncode == 0
+    assert "v2-hayao" in proc.stdout and "ready" in proc.stdout
+    assert "v2-face-paint-512-v2" in proc.stdout and "unavailable" in proc.stdout
+    empty = tmp_path / "empty-sources"
+    empty.mkdir()
+    proc = run_cli("--sources", str(empty), "--home", str(tmp_path / "home"), "styles")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.count("unavailable") == len(proc.stdout.strip().splitlines())
+    assert "source missing" in proc.stdout
+
+
+def test_readme_first_run_path(tmp_path, sources):
+    """What the README tells a new user to do: prepare, then convert with the hayao alias."""
+    home = {"ANIPAINT_HOME": str(tmp_path / "home")}
+    proc = run_cli("models", "prepare", "v2-hayao", env=home)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert Path(tmp_path / "home" / "models" / "v2-hayao" / "model.pt").is_file()
+    proc = run_cli("convert", str(GROUP_PHOTO), str(tmp_path / "out.png"), "--style", "hayao", env=home)
+    assert proc.returncode == 0, proc.stderr

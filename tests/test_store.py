@@ -1,0 +1,151 @@
+"""The model store: idempotent and concurrent prepare, checksums, aliases, and fetch from a local HTTP server."""
+
+from __future__ import annotations
+
+import dataclasses
+import http.server
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+import torch
+
+from anipaint import store
+from anipaint.errors import ModelStoreError, StyleError
+from anipaint.settings import get_settings
+
+
+def _settings(home: Path, sources: Path | None = None):
+    return dataclasses.replace(get_settings(), home=home, sources=sources or get_settings().sources)
+
+
+def test_prepare_twice_is_a_no_op(tmp_path, sources):
+    s = _settings(tmp_path / "home")
+    first = store.prepare(["v1-paprika"], s)
+    assert first["v1-paprika"] == "ok"
+    artefact = store.artefact_path(store.get_style("v1-paprika"), s)
+    stamp = artefact.stat().st_mtime_ns
+    second = store.prepare(["v1-paprika"], s)
+    assert second["v1-paprika"] == "ok"
+    assert artefact.stat().st_mtime_ns == stamp  # not converted again
+    assert store.is_prepared(store.get_style("v1-paprika"), s)
+
+
+def test_prepare_concurrently_from_two_processes(tmp_path, sources):
+    env = {**os.environ, "ANIPAINT_HOME": str(tmp_path / "home")}
+    cmd = [sys.executable, "-m", "anipaint.cli", "models", "prepare", "v2-hayao", "v1-shinkai"]
+    procs = [subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for _ in range(2)]
+    outputs = [p.communicate(timeout=600)[0].decode() for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outputs
+    models = tmp_path / "home" / "models"
+    leftovers = [p.name for p in models.iterdir() if p.name.startswith(".") and p.is_dir()]
+    assert leftovers == []  # no half-written temporary folders
+    from anipaint.networks.animeganv2 import Generator
+
+    Generator().load_state_dict(torch.load(models / "v2-hayao" / "model.pt", weights_only=True), strict=True)
+
+
+def test_checksum_mismatch_is_reported_not_converted(tmp_path, sources):
+    bad = tmp_path / "sources"
+    shutil.copytree(sources / "animegan_v1" / "hayao", bad / "animegan_v1" / "hayao")
+    shard = bad / "animegan_v1" / "hayao" / "group1-shard1of1.bin"
+    data = bytearray(shard.read_bytes())
+    data[100] ^= 0xFF
+    shard.chmod(0o644)
+    shard.write_bytes(bytes(data))
+    s = _settings(tmp_path / "home", bad)
+    results = store.prepare(["v1-hayao", "v1-shinkai"], s)
+    assert results["v1-hayao"].startswith("failed") and "checksum mismatch" in results["v1-hayao"]
+    assert results["v1-shinkai"].startswith("skipped")
+    statuses = {st.style.id: st for st in store.style_status(s)}
+    assert not statuses["v1-shinkai"].available and "source missing" in statuses["v1-shinkai"].reason
+
+
+def test_aliases_resolve_to_best_available(tmp_path, sources):
+    s = _settings(tmp_path / "home")
+    assert store.resolve("hayao", s).id == "v2-hayao"
+    assert store.resolve("shinkai", s).id == "v1-shinkai"
+    assert store.resolve("paprika", s).id == "v1-paprika"  # the port's paprika.pt is not here
+    assert store.resolve("V1_Strange_Daddy", s).id == "v1-strange-daddy"
+    with pytest.raises(StyleError, match="unknown style"):
+        store.resolve("van-gogh", s)
+    with pytest.raises(StyleError, match="not available"):
+        store.resolve("face-paint", s)
+
+
+class _FlakyRangeHandler(http.server.BaseHTTPRequestHandler):
+    """Serves one file with Range support; the first request is cut off halfway, like a dropped connection."""
+
+    payload = b""
+    requests: list[str | None] = []
+
+    def do_GET(self):  # noqa: N802 - http.server's naming
+        rng = self.headers.get("Range")
+        type(self).requests.append(rng)
+        start = int(rng.split("=")[1].split("-")[0]) if rng else 0
+        body = self.payload[start:]
+        self.send_response(206 if rng else 200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if len(type(self).requests) == 1:
+            self.wfile.write(body[: len(body) // 2])
+            self.wfile.flush()
+            self.connection.shutdown(2)  # drop the connection mid-transfer
+            return
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_fetch_resumes_after_a_dropped_connection(tmp_path, prepared_store):
+    # A real PyTorch-port-format file: the converted v2 Hayao state dict under the port's key names.
+    port_file = tmp_path / "face_paint_512_v2.pt"
+    shutil.copy(prepared_store / "v2-hayao" / "model.pt", port_file)
+    _FlakyRangeHandler.payload = port_file.read_bytes()
+    _FlakyRangeHandler.requests = []
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _FlakyRangeHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/face_paint_512_v2.pt"
+    s = _settings(tmp_path / "home")
+    try:
+        with pytest.raises(ModelStoreError, match="again to resume"):
+            store.fetch("v2-face-paint-512-v2", s, url=url, timeout=5)
+        part = s.home / "downloads" / "animegan2-pytorch" / "face_paint_512_v2.pt.part"
+        assert 0 < part.stat().st_size < len(_FlakyRangeHandler.payload)
+        path = store.fetch("v2-face-paint-512-v2", s, url=url, timeout=5)
+    finally:
+        server.shutdown()
+    assert _FlakyRangeHandler.requests[1] == f"bytes={len(_FlakyRangeHandler.payload) // 2}-"
+    assert path.read_bytes() == _FlakyRangeHandler.payload
+    assert not part.exists()
+    assert store.resolve("face-paint", s).id == "v2-face-paint-512-v2"
+    from anipaint import get_painter
+
+    img = get_painter("v2-face-paint-512-v2", s).paint(_tiny(), faces=False)
+    assert img.size == (64, 48)
+
+
+def _tiny():
+    from PIL import Image
+
+    return Image.new("RGB", (64, 48), (200, 120, 90))
+
+
+def test_fetch_rejects_a_file_that_is_not_a_port_state_dict(tmp_path):
+    junk = tmp_path / "junk.pt"
+    torch.save({"conv.weight": torch.zeros(3)}, junk)
+    handler = type("H", (_FlakyRangeHandler,), {"payload": junk.read_bytes(), "requests": ["skip-first-cut"]})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    s = _settings(tmp_path / "home")
+    try:
+        with pytest.raises(ModelStoreError, match="v2-paprika"):
+            store.fetch("v2-paprika", s, url=f"http://127.0.0.1:{server.server_address[1]}/paprika.pt", timeout=5)
+    finally:
+        server.shutdown()
+    assert not (s.home / "downloads" / "animegan2-pytorch" / "paprika.pt").exists()
