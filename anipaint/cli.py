@@ -49,6 +49,10 @@ def cmd_convert(args: argparse.Namespace) -> int:
         return _convert_folder(painter, src, dst, options)
     if not src.exists():
         raise AnipaintError(f"{src}: no such file or folder")
+    from anipaint.video import is_video
+
+    if is_video(src):
+        return _convert_video(painter, src, dst, options)
     if dst.is_dir():
         dst = dst / (src.stem + ".png")
     start = time.perf_counter()
@@ -56,6 +60,31 @@ def cmd_convert(args: argparse.Namespace) -> int:
     dst.parent.mkdir(parents=True, exist_ok=True)
     imaging.save_image(result, dst)
     print(f"{src} → {dst} ({painter.style.id}, {result.width}×{result.height}, {time.perf_counter() - start:.1f} s)")
+    return 0
+
+
+def _convert_video(painter, src: Path, dst: Path, options: dict) -> int:
+    from tqdm import tqdm
+
+    from anipaint.video import paint_video
+
+    if dst.is_dir():
+        dst = dst / (src.stem + ".mp4")
+    start = time.perf_counter()
+    painter.warm()
+    # Faces are off for video unless asked for: per-frame face passes cost time and can flicker.
+    faces = bool(options["faces"])
+    with tqdm(desc=f"painting frames ({painter.style.id})", unit="frame", file=sys.stderr) as bar:
+
+        def advance(done: int, total: int) -> None:
+            bar.total = total or None
+            bar.update(done - bar.n)
+
+        facts = paint_video(painter, src, dst, max_side=options["max_side"], faces=faces, on_frame=advance)
+    print(
+        f"{src} → {dst} ({painter.style.id}, {facts['frames']} frames, {facts['width']}×{facts['height']}, "
+        f"{time.perf_counter() - start:.1f} s)"
+    )
     return 0
 
 
@@ -145,8 +174,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--home", help="model store and data folder (default: $ANIPAINT_HOME)")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("convert", help="paint a picture or every picture in a folder")
-    p.add_argument("input", help="an image file or a folder of images")
+    p = sub.add_parser("convert", help="paint a picture, a video, or every picture in a folder")
+    p.add_argument("input", help="an image, a video (.mp4, .mov, …) or a folder of images")
     p.add_argument("output", help="the output file (.png/.jpg/.webp) or folder")
     p.add_argument("--style", "-s", default=None, help="style id or alias (see `anipaint styles`)")
     p.add_argument("--max-side", type=_max_side, default=DEFAULT, help="cap the long side (default 512; 'original')")
