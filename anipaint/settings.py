@@ -46,7 +46,7 @@ class Settings:
     # Faces.
     faces: bool = True
     face_score_threshold: float = 0.7
-    face_min_size: int = 24  # pixels in the painted picture; smaller faces are left as they are
+    face_min_size: int = 24  # face width in source pixels; smaller faces have no detail to restyle
     face_size: int = 512  # working size of the aligned face crop
     face_cache_size: int = 256
     face_cache_ttl: float = 3600.0
