@@ -1,0 +1,66 @@
+"""Run an ONNX generator (AnimeGANv3 tiny Cute) with ONNX Runtime behind a torch-module-like call.
+
+``OnnxGenerator(path)(x)`` takes and returns NCHW tensors in [-1, 1], like the torch generators; the
+layout change to the model's NHWC happens here, once per call. The session is created once (CPU provider,
+intra-op threads as given, inter-op 1 so concurrent jobs don't oversubscribe the cores). Any input size: the
+image is reflect-padded at the bottom/right to the model's stride multiple (16 for Cute: four stride-2 convs;
+other sizes make its skip additions fail; tiny images to two multiples) and the output cropped back. A model
+with a fixed batch of 1 is run image by image.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from ..importers.onnx_model import size_multiple as _size_multiple
+
+
+class OnnxGenerator:
+    def __init__(self, path: Path | str, threads: int | None = None, size_multiple: int | None = None) -> None:
+        self.path = Path(path)
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = int(threads) if threads else 0  # 0: ORT picks
+        opts.inter_op_num_threads = 1
+        opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        self.session = ort.InferenceSession(str(self.path), opts, providers=["CPUExecutionProvider"])
+        inp = self.session.get_inputs()[0]
+        self.input_name = inp.name
+        self.output_name = self.session.get_outputs()[0].name
+        shape = list(inp.shape)
+        self.nhwc = len(shape) == 4 and shape[-1] == 3  # tf2onnx exports keep TF's NHWC
+        self.fixed_batch = isinstance(shape[0], int) and shape[0] > 0
+        self.size_multiple = int(size_multiple or _size_multiple(onnx.load(str(self.path), load_external_data=False)))
+
+    def eval(self) -> OnnxGenerator:  # parity with torch modules
+        return self
+
+    def __call__(self, x: Tensor) -> Tensor:
+        return self.forward(x)
+
+    def forward(self, x: Tensor) -> Tensor:
+        if x.dim() != 4 or x.shape[1] != 3:
+            raise ValueError(f"expected [N,3,H,W], got {tuple(x.shape)}")
+        h, w = x.shape[-2:]
+        m = self.size_multiple
+        # at least two cells of the deepest level, or its 1-pixel reflection pads have nothing to reflect
+        pad_h, pad_w = max(-(-h // m) * m, 2 * m) - h, max(-(-w // m) * m, 2 * m) - w
+        xp = x.detach().float().cpu()
+        if pad_h or pad_w:
+            mode = "reflect" if pad_h < h and pad_w < w else "replicate"
+            xp = F.pad(xp, (0, pad_w, 0, pad_h), mode=mode)
+        arr = xp.permute(0, 2, 3, 1).numpy() if self.nhwc else xp.numpy()
+        batches = [arr[i : i + 1] for i in range(arr.shape[0])] if self.fixed_batch else [arr]
+        outs = [self.session.run([self.output_name], {self.input_name: np.ascontiguousarray(b)})[0]
+                for b in batches]
+        y = torch.from_numpy(np.concatenate(outs, axis=0))
+        if self.nhwc:
+            y = y.permute(0, 3, 1, 2)
+        return y[..., :h, :w].contiguous().to(device=x.device, dtype=x.dtype)
