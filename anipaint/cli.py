@@ -160,6 +160,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_worker(args: argparse.Namespace) -> int:
+    from anipaint.service.celery_queue import worker_main
+
+    worker_main(_settings(args), concurrency=args.concurrency)
+    return 0
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     from anipaint.bench import main as bench_main
 
@@ -200,6 +207,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default=None)
     p.add_argument("--port", type=int, default=None)
     p.set_defaults(func=cmd_serve)
+
+    p = sub.add_parser("worker", help="run a Celery worker for a scaled-out service (needs ANIPAINT_BROKER_URL)")
+    p.add_argument("--concurrency", type=int, default=None, help="paints at once (default: ANIPAINT_JOBS)")
+    p.set_defaults(func=cmd_worker)
 
     p = sub.add_parser("bench", help="benchmark the engine backends")
     p.add_argument("--json", dest="json_path", help="also write the results as JSON")

@@ -267,8 +267,17 @@ def _download(url: str, part: Path, timeout: float) -> None:
         with urllib.request.urlopen(request, timeout=timeout) as response:
             # 206: the server resumed where we stopped; 200: it sent the whole file, so start over.
             mode = "ab" if have and response.status == 206 else "wb"
+            expected = response.headers.get("Content-Length")
             with open(part, mode) as fh:
+                start = fh.tell()
                 shutil.copyfileobj(response, fh, _CHUNK)
+                received = fh.tell() - start
+            # http.client returns a short body without complaint when the connection drops; check it ourselves.
+            if expected is not None and received < int(expected):
+                raise ModelStoreError(
+                    f"download from {url} was cut off after {received} of {expected} bytes; "
+                    "run the same command again to resume"
+                )
     except urllib.error.HTTPError as exc:
         if exc.code == 416 and have:  # the .part file already holds the whole file
             return

@@ -50,8 +50,14 @@ def paint_video(
         rate = vin.average_rate or Fraction(25, 1)
         total = vin.frames or 0
         dst.parent.mkdir(parents=True, exist_ok=True)
+        from anipaint.painter import DEFAULT
+        from anipaint.preprocess import fit_long_side
+
+        cap = painter.settings.max_side if max_side is DEFAULT else max_side
+        # Every stream must exist before the first packet is written, so the output size is worked out now.
+        size = fit_long_side(vin.codec_context.width, vin.codec_context.height, cap)
         with av.open(str(dst), mode="w") as out:
-            vout = None
+            vout = _open_video_stream(out, rate, size)
             aout = out.add_stream_from_template(ain) if ain is not None else None
             done = 0
             streams = [vin] + ([ain] if ain is not None else [])
@@ -64,15 +70,13 @@ def paint_video(
                     continue
                 for frame in packet.decode():
                     painted = painter.paint(frame.to_image(), max_side=max_side, faces=faces)
-                    if vout is None:
-                        vout = _open_video_stream(out, rate, painted.size)
                     arr = _even(np.asarray(painted.convert("RGB")))
                     for p in vout.encode(av.VideoFrame.from_ndarray(arr, format="rgb24")):
                         out.mux(p)
                     done += 1
                     if on_frame:
                         on_frame(done, total)
-            if vout is None:
+            if done == 0:
                 raise ImageError(f"{src}: the video has no frames")
             for p in vout.encode():
                 out.mux(p)
