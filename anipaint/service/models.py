@@ -1,0 +1,49 @@
+"""Response shapes, for the OpenAPI document at /docs."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+
+class PredictOut(BaseModel):
+    result: str = Field(description="The painted picture, base64-encoded PNG.")
+    style: str = Field(description="The style id that painted it.")
+    width: int
+    height: int
+    seconds: float = Field(description="Seconds spent painting.")
+    waited: float = Field(0.0, description="Seconds spent waiting in the queue.")
+
+
+class JobOut(BaseModel):
+    id: str
+    status: Literal["queued", "running", "done", "failed"]
+    stage: str = Field(description="queued, decode, paint, faces, encode or done.")
+    progress: float = Field(ge=0.0, le=1.0)
+    position: int = Field(description="Place in the queue (1 = next); 0 once painting has started.")
+    error: str | None = None
+    error_kind: str | None = Field(None, description="image, style, busy or internal, when failed.")
+    style: str
+    width: int | None = None
+    height: int | None = None
+
+
+class StyleOut(BaseModel):
+    id: str
+    label: str
+    description: str
+    licence: str
+    available: bool
+    reason: str | None = Field(None, description="Why the style is not available here.")
+    thumbnail: str = Field(description="URL of a sample picture painted in this style.")
+    default: bool
+
+
+class ConfigOut(BaseModel):
+    max_upload_bytes: int
+    max_pixels: int
+    max_side: int
+    default_style: str | None
+    faces: bool
+    version: str

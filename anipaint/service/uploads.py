@@ -1,0 +1,101 @@
+"""Request-size limits and form-field parsing for the paint endpoints (no pixels are decoded here)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+from fastapi import HTTPException, UploadFile
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+FORM_SLACK = 64 * 1024  # multipart boundaries and the small text fields around the picture
+_CHUNK = 1 << 20
+
+
+def megabytes(n: int) -> str:
+    return f"{n / (1024 * 1024):.1f} MB" if n >= 1024 * 1024 else f"{n / 1024:.0f} KB"
+
+
+def too_large_message(limit: int) -> str:
+    return f"the upload is larger than the {megabytes(limit)} limit"
+
+
+class BodyLimit:
+    """ASGI middleware: refuse request bodies over ``max_body`` bytes without ever holding more than that.
+
+    A declared ``Content-Length`` over the cap is answered 413 before the body is read; a body without one
+    (chunked) is counted as it streams in and cut off with 413 as soon as it passes the cap.
+    """
+
+    def __init__(
+        self, app: ASGIApp, max_body: int, upload_limit: int, on_reject: Callable[[], None] | None = None
+    ) -> None:
+        self.app = app
+        self.max_body = max_body
+        self.upload_limit = upload_limit
+        self.on_reject = on_reject or (lambda: None)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] not in ("POST", "PUT", "PATCH"):
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers") or []).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_body:
+            self.on_reject()
+            await self._refuse(send)
+            return
+        received = 0
+
+        async def limited() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.max_body:  # counted by the app's error handler
+                    raise HTTPException(413, too_large_message(self.upload_limit))
+            return message
+
+        await self.app(scope, limited, send)
+
+    async def _refuse(self, send: Send) -> None:
+        body = json.dumps({"detail": too_large_message(self.upload_limit)}, separators=(",", ":")).encode()
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+            (b"connection", b"close"),
+        ]
+        await send({"type": "http.response.start", "status": 413, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+
+async def read_upload(upload: UploadFile, limit: int) -> bytes:
+    """The uploaded file's bytes, refusing (413) anything over ``limit`` without reading past it."""
+    parts: list[bytes] = []
+    size = 0
+    while True:
+        chunk = await upload.read(min(_CHUNK, limit + 1 - size))
+        if not chunk:
+            break
+        parts.append(chunk)
+        size += len(chunk)
+        if size > limit:
+            raise HTTPException(413, too_large_message(limit))
+    return b"".join(parts)
+
+
+def parse_max_side(raw: str | None, default: int) -> int | None:
+    """``max_side`` form value → a long-side cap, or None for full resolution ("0", "original", "full")."""
+    if raw is None or raw.strip() == "":
+        return default or None
+    text = raw.strip().lower()
+    if text in ("0", "original", "full", "none"):
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        raise HTTPException(422, f"max_side must be a number of pixels or 'original', not {raw!r}") from None
+    if not 32 <= value <= 16384:
+        raise HTTPException(
+            422, f"max_side must be between 32 and 16384 pixels (or 0 for the original size), not {value}"
+        )
+    return value

@@ -1,0 +1,132 @@
+"""Helpers for the service tests: a real anipaint server in a subprocess on a free loopback port.
+
+Not a conftest (pytest does not load it by itself); test modules import it. The server inherits the
+session's ``ANIPAINT_HOME`` (set by conftest.py), so it uses the session model store.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+from PIL import Image
+
+REPO = Path(__file__).resolve().parent.parent
+SAMPLE = Path(os.environ.get("ANIPAINT_SOURCES") or REPO.parent / "shared" / "models").parent / "samples"
+GROUP_PHOTO = SAMPLE / "group_pakutaso.jpg"
+READY_TIMEOUT = 180.0
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def fast_style() -> str:
+    """The quickest style available here (v3-cute), else the first available one."""
+    from anipaint import store
+    from anipaint.settings import reload_settings
+
+    usable = [st.style.id for st in store.style_status(reload_settings()) if st.available]
+    assert usable, "no style is available in the test model store"
+    return "v3-cute" if "v3-cute" in usable else usable[0]
+
+
+class Server:
+    """``python -m anipaint.service`` (which calls ``serve``) with ANIPAINT_* overrides."""
+
+    def __init__(self, workdir: Path, **overrides: object) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.data_dir = workdir / f"jobs-{self.port}"
+        self.log_path = workdir / f"server-{self.port}.log"
+        env = dict(os.environ)
+        env.update(
+            ANIPAINT_HOST="127.0.0.1",
+            ANIPAINT_PORT=str(self.port),
+            ANIPAINT_DATA_DIR=str(self.data_dir),
+            ANIPAINT_DEFAULT_STYLE=fast_style(),
+            ANIPAINT_LOG_LEVEL="warning",
+            PYTHONUNBUFFERED="1",
+        )
+        env.update({f"ANIPAINT_{k.upper()}": str(v) for k, v in overrides.items()})
+        self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "anipaint.service"],
+            cwd=REPO,
+            env=env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+        self.client = httpx.Client(base_url=self.url, timeout=120.0)
+
+    def wait_ready(self, timeout: float = READY_TIMEOUT) -> Server:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited with {self.proc.returncode}:\n{self.log_tail()}")
+            try:
+                if self.client.get("/readyz", timeout=2).status_code == 200:
+                    return self
+            except httpx.TransportError:
+                pass
+            time.sleep(0.25)
+        raise TimeoutError(f"server not ready after {timeout:.0f} s:\n{self.log_tail()}")
+
+    def log_tail(self, lines: int = 40) -> str:
+        self._log.flush()
+        text = self.log_path.read_text(errors="replace").splitlines()
+        return "\n".join(text[-lines:])
+
+    def stop(self) -> None:
+        self.client.close()
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        self._log.close()
+
+    # -- conveniences ------------------------------------------------------------------------------------------
+    def submit(self, image: bytes, name: str = "photo.jpg", **fields: object) -> httpx.Response:
+        data = {k: str(v) for k, v in fields.items()}
+        return self.client.post("/api/jobs", files={"image": (name, image, "image/jpeg")}, data=data)
+
+    def wait_job(self, job_id: str, timeout: float = 120.0) -> dict:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            res = self.client.get(f"/api/jobs/{job_id}")
+            assert res.status_code == 200, res.text
+            info = res.json()
+            if info["status"] in ("done", "failed"):
+                return info
+            time.sleep(0.1)
+        raise TimeoutError(f"job {job_id} not finished after {timeout:.0f} s")
+
+
+def photo_bytes() -> bytes:
+    return GROUP_PHOTO.read_bytes()
+
+
+def jpeg(img: Image.Image, quality: int = 85) -> bytes:
+    buf = io.BytesIO()
+    img.convert("RGB").save(buf, format="JPEG", quality=quality)
+    return buf.getvalue()
+
+
+def resized_photo(side: int, quality: int = 85) -> bytes:
+    """The group photo scaled so its long side is ``side`` (upscaled too: big pictures paint slowly)."""
+    img = Image.open(GROUP_PHOTO).convert("RGB")
+    scale = side / max(img.size)
+    size = (max(1, round(img.width * scale)), max(1, round(img.height * scale)))
+    return jpeg(img.resize(size, Image.Resampling.LANCZOS), quality)
