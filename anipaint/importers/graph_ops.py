@@ -38,6 +38,10 @@ def resize_bilinear(x: Tensor, size: tuple[int, int], align_corners: bool = Fals
     Neighbours are ``max(floor(src), 0)`` and ``min(ceil(src), in - 1)``; x is interpolated before y, as TF.
     """
     out_h, out_w = int(size[0]), int(size[1])
+    if not align_corners and not half_pixel_centers:
+        fast = _resize_exact(_resize_exact(x, -1, out_w), -2, out_h)
+        if fast is not None:
+            return fast
     h_lo, h_hi, h_frac = _resize_axis(x.shape[-2], out_h, align_corners, half_pixel_centers, x.device)
     w_lo, w_hi, w_frac = _resize_axis(x.shape[-1], out_w, align_corners, half_pixel_centers, x.device)
     w_frac = w_frac.to(x.dtype)
@@ -47,6 +51,37 @@ def resize_bilinear(x: Tensor, size: tuple[int, int], align_corners: bool = Fals
     top = cols.index_select(-2, h_lo)
     bottom = cols.index_select(-2, h_hi)
     return top + (bottom - top) * h_frac.to(x.dtype).view(-1, 1)
+
+
+def _resize_exact(x: Tensor | None, dim: int, n_out: int) -> Tensor | None:
+    """TF1 asymmetric resize along one axis for the ratios the generators use, without a gather.
+
+    Gathers along the last axis (``index_select``) were 40 % of a v1 paint; the cases that occur are exact:
+    same size; half size (``src = 2 * dst`` lands on pixels, weight 0); double size (even outputs copy the
+    input, odd ones average a pixel with its right/lower neighbour, the last one with itself).
+    Returns None for any other ratio, so the general path runs.
+    """
+    if x is None:
+        return None
+    n_in = x.shape[dim]
+    if n_out == n_in:
+        return x
+    if n_in == 2 * n_out:
+        return _every_other(x, dim)
+    if n_out == 2 * n_in:
+        nxt = torch.cat([x.narrow(dim, 1, n_in - 1), x.narrow(dim, n_in - 1, 1)], dim=dim)
+        odd = x + (nxt - x) * 0.5
+        d = dim % x.dim()
+        shape = list(x.shape)
+        shape[d] = n_out
+        return torch.stack([x, odd], dim=d + 1).reshape(shape)
+    return None
+
+
+def _every_other(x: Tensor, dim: int) -> Tensor:
+    index = [slice(None)] * x.dim()
+    index[dim % x.dim()] = slice(0, None, 2)
+    return x[tuple(index)]
 
 
 def same_padding(size: int, kernel: int, stride: int, dilation: int = 1) -> tuple[int, int]:

@@ -17,9 +17,10 @@ differs:
 
 from __future__ import annotations
 
-import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+
+from anipaint.importers.graph_ops import resize_bilinear
 
 LAYER_NORM_EPS = 1e-12  # tf.contrib.layers.layer_norm's epsilon, as stored in the graph (127 * 7.874e-15)
 SIZE_MULTIPLE = 4  # two stride-2 convolutions
@@ -29,22 +30,10 @@ MIN_SIZE = 8  # below this the 1-pixel reflection pads at 1/4 scale have nothing
 def resize_bilinear_tf1(x: Tensor, size: tuple[int, int]) -> Tensor:
     """TF1 ``resize_bilinear`` with ``align_corners=False, half_pixel_centers=False`` on an NCHW tensor.
 
-    Source coordinate ``src = dst * in / out`` (no half-pixel offset), neighbours ``floor(src)`` and
-    ``min(floor(src) + 1, in - 1)``, linear weights. ``F.interpolate(align_corners=False)`` is the half-pixel
-    mode and samples differently, so it is done by hand here.
+    Source coordinate ``src = dst * in / out`` (no half-pixel offset). ``F.interpolate(align_corners=False)``
+    is the half-pixel mode and samples differently; the one TF-exact implementation lives with the graph ops.
     """
-
-    def axis(n_in: int, n_out: int) -> tuple[Tensor, Tensor, Tensor]:
-        # float32 like TF's LegacyScaler (scale = float(in) / out; src = float(dst) * scale)
-        src = torch.arange(n_out, dtype=torch.float32, device=x.device) * (n_in / n_out)
-        lo = src.floor().long().clamp(max=n_in - 1)
-        hi = (lo + 1).clamp(max=n_in - 1)
-        return lo, hi, (src - lo).to(x.dtype)
-
-    h_lo, h_hi, h_frac = axis(x.shape[-2], size[0])
-    w_lo, w_hi, w_frac = axis(x.shape[-1], size[1])
-    rows = torch.lerp(x[..., h_lo, :], x[..., h_hi, :], h_frac.view(-1, 1))
-    return torch.lerp(rows[..., w_lo], rows[..., w_hi], w_frac)
+    return resize_bilinear(x, size)
 
 
 class ConvNormLReLU(nn.Sequential):
