@@ -163,7 +163,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def cmd_worker(args: argparse.Namespace) -> int:
     from anipaint.service.celery_queue import worker_main
 
-    worker_main(_settings(args), concurrency=args.concurrency)
+    worker_main(_settings(args), concurrency=args.concurrency, name=args.name)
     return 0
 
 
@@ -210,6 +210,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("worker", help="run a Celery worker for a scaled-out service (needs ANIPAINT_BROKER_URL)")
     p.add_argument("--concurrency", type=int, default=None, help="paints at once (default: ANIPAINT_JOBS)")
+    p.add_argument("--name", default=None, help="worker node name, e.g. painter1@%%h (Celery's --hostname)")
     p.set_defaults(func=cmd_worker)
 
     p = sub.add_parser("bench", help="benchmark the engine backends")

@@ -62,6 +62,8 @@ class Settings:
     max_pixels: int = 40_000_000
     data_dir: Path | None = None  # job results; default <home>/jobs
     broker_url: str = ""  # empty: embedded queue in this process; redis://... : Celery workers
+    redelivery_timeout: int = 900  # seconds before a job held by a vanished worker is handed to another
+    log_level: str = "info"
 
     @property
     def models_dir(self) -> Path:

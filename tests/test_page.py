@@ -9,8 +9,9 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest_service import GROUP_PHOTO, REPO, Server, fast_style, photo_bytes, resized_photo
 from PIL import Image
+
+from conftest_service import GROUP_PHOTO, REPO, Server, fast_style, photo_bytes, resized_photo
 
 CHROMIUM = Path(os.environ.get("ANIPAINT_CHROMIUM", "/usr/bin/chromium"))
 if not CHROMIUM.exists():

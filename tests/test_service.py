@@ -10,8 +10,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest_service import Server, fast_style, jpeg, photo_bytes, resized_photo
 from PIL import Image
+
+from conftest_service import Server, fast_style, jpeg, photo_bytes, resized_photo
 
 pytestmark = pytest.mark.timeout(300)
 

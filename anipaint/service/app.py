@@ -330,7 +330,7 @@ def serve(host: str | None = None, port: int | None = None, settings: Settings |
         create_app(s),
         host=host or s.host,
         port=port if port is not None else s.port,
-        log_level=os.environ.get("ANIPAINT_LOG_LEVEL", "info"),
+        log_level=s.log_level,
         timeout_graceful_shutdown=10,
     )
 

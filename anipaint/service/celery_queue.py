@@ -49,6 +49,9 @@ def make_celery(settings: Settings) -> Celery:
         worker_prefetch_multiplier=1,
         broker_connection_retry_on_startup=True,
         worker_hijack_root_logger=False,
+        # Redis holds an unacknowledged task this long before giving it to another worker: a worker that died
+        # mid-paint loses no job. It must exceed the longest paint, or a slow job would run twice.
+        broker_transport_options={"visibility_timeout": settings.redelivery_timeout},
     )
 
     @app.task(name="anipaint.paint")
@@ -222,13 +225,14 @@ class CeleryJobQueue:
             time.sleep(0.1)
 
 
-def worker_main(settings: Settings | None = None, concurrency: int | None = None) -> None:
+def worker_main(settings: Settings | None = None, concurrency: int | None = None, name: str | None = None) -> None:
     """`anipaint worker`: a Celery worker with threads sharing one loaded model per style."""
     s = settings or get_settings()
     if not s.broker_url:
         raise SystemExit("anipaint worker: set ANIPAINT_BROKER_URL (e.g. redis://localhost:6379/0)")
     app = make_celery(s)
     n = concurrency or max(1, s.jobs)
+    node = ["--hostname", name] if name else []
     app.worker_main(
         [
             "worker",
@@ -242,4 +246,5 @@ def worker_main(settings: Settings | None = None, concurrency: int | None = None
             "--without-mingle",
             "--without-heartbeat",
         ]
+        + node
     )

@@ -1,0 +1,133 @@
+"""Scale-out: the same HTTP API backed by Celery workers through a real Redis, painting in other processes."""
+
+from __future__ import annotations
+
+import base64
+import io
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from conftest_service import REPO, Server, free_port, resized_photo
+
+pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None, reason="redis-server is not installed")
+
+
+@pytest.fixture(scope="module")
+def redis_url(tmp_path_factory):
+    port = free_port()
+    workdir = tmp_path_factory.mktemp("redis")
+    proc = subprocess.Popen(
+        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+         "--dir", str(workdir)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    import redis
+
+    client = redis.Redis(port=port)
+    for _ in range(100):
+        try:
+            client.ping()
+            break
+        except redis.ConnectionError:
+            time.sleep(0.05)
+    yield f"redis://127.0.0.1:{port}/0"
+    proc.terminate()
+    proc.wait(10)
+
+
+class Worker:
+    def __init__(self, name: str, redis_url: str, logdir: Path) -> None:
+        self.log_path = logdir / f"{name}.log"
+        self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
+        env = {**os.environ, "ANIPAINT_BROKER_URL": redis_url, "ANIPAINT_JOBS": "1", "PYTHONUNBUFFERED": "1"}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "anipaint.cli", "worker", "--name", f"{name}@%h"],
+            cwd=REPO, env=env, stdout=self._log, stderr=subprocess.STDOUT,
+        )
+
+    def log(self) -> str:
+        self._log.flush()
+        return self.log_path.read_text(errors="replace")
+
+    def wait_ready(self, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while "ready." not in self.log():
+            assert self.proc.poll() is None, self.log()
+            assert time.monotonic() < deadline, self.log()
+            time.sleep(0.2)
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self._log.close()
+
+
+@pytest.fixture(scope="module")
+def cluster(prepared_store, redis_url, tmp_path_factory):
+    """Two worker processes and a web process that paints nothing itself."""
+    workdir = tmp_path_factory.mktemp("cluster")
+    workers = [Worker(f"painter{i}", redis_url, workdir) for i in (1, 2)]
+    server = Server(workdir, broker_url=redis_url, queue_size=4)
+    try:
+        for w in workers:
+            w.wait_ready()
+        server.wait_ready()
+        yield server, workers
+    finally:
+        server.stop()
+        for w in workers:
+            w.stop()
+
+
+def test_jobs_are_painted_by_the_workers(cluster):
+    server, workers = cluster
+    photo = resized_photo(640)
+    ids = []
+    for _ in range(4):
+        res = server.submit(photo, max_side=640)
+        assert res.status_code == 202, res.text
+        ids.append(res.json()["id"])
+    for job_id in ids:
+        info = server.wait_job(job_id, timeout=240)
+        assert info["status"] == "done", info
+        png = server.client.get(f"/api/jobs/{job_id}/result")
+        assert png.status_code == 200 and png.headers["content-type"] == "image/png"
+        assert Image.open(io.BytesIO(png.content)).size == (640, 640)
+    logs = [w.log() for w in workers]
+    done_by = [log.count("succeeded") for log in logs]
+    assert sum(done_by) == 4 and all(n >= 1 for n in done_by), done_by  # the work was shared out
+
+
+def test_predict_and_failures_travel_through_redis(cluster):
+    server, _ = cluster
+    res = server.client.post("/predict", files={"image": ("p.jpg", resized_photo(300), "image/jpeg")})
+    assert res.status_code == 200, res.text
+    body = res.json()
+    img = Image.open(io.BytesIO(base64.b64decode(body["result"])))
+    assert img.size == (body["width"], body["height"]) == (300, 300)
+    truncated = resized_photo(300)[:2000]
+    res = server.submit(truncated)
+    if res.status_code == 202:  # the header was readable: the worker must report the failure, not lose the job
+        info = server.wait_job(res.json()["id"], timeout=60)
+        assert info["status"] == "failed" and info["error"], info
+    else:
+        assert res.status_code in (400, 415), res.text
+
+
+def test_cancelled_job_is_forgotten(cluster):
+    server, _ = cluster
+    res = server.submit(resized_photo(640), max_side=640)
+    job_id = res.json()["id"]
+    assert server.client.delete(f"/api/jobs/{job_id}").status_code in (200, 204)
+    assert server.client.get(f"/api/jobs/{job_id}").status_code == 404
