@@ -218,3 +218,16 @@ def test_phone_layout(server: Server, page_factory) -> None:
     page.wait_for_function("document.body.dataset.state === 'done'", timeout=120_000)
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
     _shot(page, "page-phone-result")
+
+
+def test_api_docs_render_offline(server: Server, page_factory) -> None:
+    """/docs must work without a network: Swagger UI is served from the app, not a CDN."""
+    page = page_factory()
+    external: list[str] = []
+    page.on("request", lambda req: external.append(req.url) if not req.url.startswith(server.url) else None)
+    page.goto(server.url + "/docs")
+    page.wait_for_selector(".opblock")
+    assert page.locator(".opblock").count() >= 8
+    assert "/predict" in page.inner_text(".swagger-ui")
+    assert external == []
+    _shot(page, "api-docs", full_page=False)

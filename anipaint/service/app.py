@@ -70,6 +70,7 @@ def create_app(settings: Settings | None = None, queue: JobQueue | None = None) 
         "queues a picture and reports its progress. Both share one bounded queue: when it is full the "
         "answer is 503 with a Retry-After header.",
         lifespan=lifespan,
+        docs_url=None,  # served below from swagger-ui-bundle: FastAPI's default page loads Swagger from a CDN
     )
     app.state.settings, app.state.jobs, app.state.metrics = s, jobs, metrics
     app.add_middleware(
@@ -310,7 +311,27 @@ def create_app(settings: Settings | None = None, queue: JobQueue | None = None) 
         return FileResponse(STATIC / "favicon.svg", media_type="image/svg+xml")
 
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
+    _mount_docs(app)
     return app
+
+
+def _mount_docs(app: FastAPI) -> None:
+    """Interactive API docs that work offline: Swagger UI's files come from the fastapi-offline package."""
+    import fastapi_offline
+    from fastapi.openapi.docs import get_swagger_ui_html
+
+    assets = Path(fastapi_offline.__file__).parent / "static"
+    app.mount("/docs-assets", StaticFiles(directory=assets), name="docs-assets")
+
+    @app.get("/docs", include_in_schema=False)
+    async def docs() -> Response:
+        return get_swagger_ui_html(
+            openapi_url=app.openapi_url or "/openapi.json",
+            title="anipaint API",
+            swagger_js_url="/docs-assets/swagger-ui-bundle.js",
+            swagger_css_url="/docs-assets/swagger-ui.css",
+            swagger_favicon_url="/docs-assets/favicon.png",
+        )
 
 
 def _default_queue(s: Settings, metrics: ServiceMetrics) -> JobQueue:
