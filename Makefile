@@ -14,7 +14,7 @@ serve: models
 	.venv/bin/anipaint serve
 
 test: setup-test
-	.venv/bin/ruff check anipaint tests benchmarks scripts
+	.venv/bin/ruff check .
 	.venv/bin/python -m pytest -q -ra
 
 bench: models
