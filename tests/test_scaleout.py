@@ -131,3 +131,20 @@ def test_cancelled_job_is_forgotten(cluster):
     job_id = res.json()["id"]
     assert server.client.delete(f"/api/jobs/{job_id}").status_code in (200, 204)
     assert server.client.get(f"/api/jobs/{job_id}").status_code == 404
+
+
+def test_full_queue_answers_busy_and_keeps_accepted_jobs(cluster):
+    server, _ = cluster
+    photo = resized_photo(1024)
+    accepted, busy = [], []
+    for _ in range(10):
+        res = server.submit(photo, max_side=1024)
+        if res.status_code == 202:
+            accepted.append(res.json()["id"])
+        else:
+            busy.append(res)
+    assert busy, "ten quick submissions should overflow 2 painters + 4 waiting slots"
+    for res in busy:
+        assert res.status_code == 503 and int(res.headers["Retry-After"]) > 0 and res.json()["detail"]
+    for job_id in accepted:
+        assert server.wait_job(job_id, timeout=300)["status"] == "done"

@@ -38,6 +38,14 @@ _PREFIX = "anipaint:job:"
 _WAITING = "anipaint:waiting"  # job ids in arrival order, removed when a worker starts them
 _RUNNING = "anipaint:running"  # set of job ids being painted
 
+# Append a job id unless the waiting list is full; returns how many were waiting before it, or -1.
+_ADMIT = """
+local waiting = redis.call('LLEN', KEYS[1])
+if waiting >= tonumber(ARGV[1]) then return -1 end
+redis.call('RPUSH', KEYS[1], ARGV[2])
+return waiting
+"""
+
 
 def make_celery(settings: Settings) -> Celery:
     app = Celery("anipaint", broker=settings.broker_url, backend=None)
@@ -71,8 +79,10 @@ def _key(job_id: str, part: str = "info") -> str:
     return f"{_PREFIX}{job_id}:{part}"
 
 
-def _save(r, info: JobInfo, ttl: float) -> None:
-    r.set(_key(info.id), json.dumps(asdict(info)), ex=max(1, int(ttl)))
+def _save(r, info: JobInfo, ttl: float, *, create: bool = False) -> bool:
+    """Write a job's state. Only ``submit`` creates it; a worker's writes never bring back a job that the
+    client deleted meanwhile (SET XX), which is how a worker learns of a cancel. False: the job is gone."""
+    return bool(r.set(_key(info.id), json.dumps(asdict(info)), ex=max(1, int(ttl)), xx=not create))
 
 
 def _load(r, job_id: str) -> JobInfo:
@@ -105,22 +115,22 @@ def _run_job(job_id: str, settings: Settings) -> None:
             ttl,
         )
         return
-    r.sadd(_RUNNING, job_id)
     info = replace(info, status="running", stage="decode", started=time.time(), position=0)
-    _save(r, info, ttl)
+    if not _save(r, info, ttl):
+        return  # cancelled between the load above and now
+    r.sadd(_RUNNING, job_id)
     request = JobRequest(**json.loads(r.get(_key(job_id, "request")) or b"{}"), data=data)
 
     def progress(stage: str, fraction: float) -> None:
         nonlocal info
-        if not r.exists(_key(job_id)):
-            raise JobCancelled(job_id)  # deleted by the client while painting: stop, write nothing
         info = replace(info, stage=stage, progress=round(min(max(fraction, 0.0), 0.99), 3))
-        _save(r, info, ttl)
+        if not _save(r, info, ttl):
+            raise JobCancelled(job_id)  # deleted by the client while painting: stop, write nothing
 
     try:
         out: PaintOutput = paint_runner(settings)(request, progress)
         r.set(_key(job_id, "result"), out.png, ex=max(1, int(ttl)))
-        _save(
+        done = _save(
             r,
             replace(
                 info,
@@ -133,6 +143,8 @@ def _run_job(job_id: str, settings: Settings) -> None:
             ),
             ttl,
         )
+        if not done:
+            raise JobCancelled(job_id)
     except JobCancelled:
         r.delete(_key(job_id, "result"))
     except Exception as exc:  # the job fails with a reason; the worker lives on
@@ -150,6 +162,7 @@ class CeleryJobQueue:
         self.celery = make_celery(settings)
         self.r = _redis(settings)
         self.cache = Path(settings.jobs_dir) / "remote"
+        self._admit = self.r.register_script(_ADMIT)
 
     def start(self) -> None:
         self.r.ping()  # fail at start-up, not on the first upload, when Redis is unreachable
@@ -159,23 +172,18 @@ class CeleryJobQueue:
         self.r.close()
 
     def submit(self, request: JobRequest) -> JobInfo:
-        # The bound is checked and the id appended in one transaction, so two web processes can't overfill it.
+        # The bound is checked and the id appended in one server-side script, so web processes and workers
+        # changing the list at the same moment can neither overfill it nor make the check fail.
         job_id = secrets.token_urlsafe(24)
         ttl = max(1, int(self.settings.result_ttl))
-        with self.r.pipeline() as pipe:
-            pipe.watch(_WAITING)
-            waiting = pipe.llen(_WAITING)
-            if waiting >= max(0, self.settings.queue_size):
-                pipe.reset()
-                raise QueueFullError("every painter is busy and the queue is full", self.retry_after())
-            pipe.multi()
-            pipe.rpush(_WAITING, job_id)
-            pipe.execute()
+        waiting = self._admit(keys=[_WAITING], args=[max(0, self.settings.queue_size), job_id])
+        if waiting < 0:
+            raise QueueFullError("every painter is busy and the queue is full", self.retry_after())
         info = JobInfo(id=job_id, status="queued", style=request.style, position=int(waiting) + 1, created=time.time())
         meta = {"style": request.style, "faces": request.faces, "max_side": request.max_side, "name": request.name}
         self.r.set(_key(job_id, "input"), request.data, ex=ttl)
         self.r.set(_key(job_id, "request"), json.dumps(meta), ex=ttl)
-        _save(self.r, info, ttl)
+        _save(self.r, info, ttl, create=True)
         self.celery.send_task("anipaint.paint", args=[job_id])
         return info
 
