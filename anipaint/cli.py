@@ -152,6 +152,18 @@ def cmd_fetch(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_add(args: argparse.Namespace) -> int:
+    from anipaint import store
+
+    settings = _settings(args)
+    style_id = args.style or store.style_for_file(Path(args.file))
+    if style_id is None:
+        raise AnipaintError(f"cannot tell which style {Path(args.file).name} is; name it with --style")
+    path = store.add_local(style_id, Path(args.file), settings)
+    print(f"{style_id}: {args.file} → {path}; ready")
+    return 0
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     from anipaint.service.app import serve
 
@@ -202,6 +214,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("name", help="style id, e.g. v2-face-paint-512-v2")
     p.add_argument("--url", help="download from this address instead of the registry's")
     p.set_defaults(func=cmd_fetch)
+
+    p = models.add_parser("add", help="use a model file you already have (the PyTorch port's .pt files)")
+    p.add_argument("file", help="e.g. face_paint_512_v2.pt, celeba_distill.pt, paprika.pt")
+    p.add_argument("--style", default=None, help="style id (default: from the file name)")
+    p.set_defaults(func=cmd_add)
 
     p = sub.add_parser("serve", help="serve the web page and HTTP API")
     p.add_argument("--host", default=None)

@@ -260,6 +260,42 @@ def fetch(style_id: str, settings: Settings | None = None, *, url: str | None = 
     return dest
 
 
+def add_local(style_id: str, path: Path, settings: Settings | None = None) -> Path:
+    """Use a file the user already has (e.g. the port's ``face_paint_512_v2.pt``) as a style's source.
+
+    The file is copied next to the downloads (atomically) and converted; a file that does not convert is
+    removed again, so a wrong file never makes a style look available.
+    """
+    s = _settings(settings)
+    style = get_style(style_id)
+    if len(style.sources) != 1:
+        raise ModelStoreError(f"{style.id} is built from {len(style.sources)} files; put them in {s.sources}")
+    src = Path(path).expanduser()
+    if not src.is_file():
+        raise ModelStoreError(f"{src}: no such file")
+    source = style.sources[0]
+    if source.sha256 is not None and sha256_file(src) != source.sha256:
+        raise ModelStoreError(f"{src} is not the {style.id} source file (checksum differs)")
+    dest = s.home / "downloads" / source.path
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
+    shutil.copyfile(src, tmp)
+    os.replace(tmp, dest)
+    try:
+        prepare_style(style, s, force=True)
+    except ModelStoreError:
+        dest.unlink(missing_ok=True)
+        raise
+    return dest
+
+
+def style_for_file(path: Path) -> str | None:
+    """The registry style whose source file has this name (``paprika.pt`` → ``v2-paprika``), if exactly one."""
+    name = Path(path).name
+    matches = [st.id for st in all_styles() if len(st.sources) == 1 and Path(st.sources[0].path).name == name]
+    return matches[0] if len(matches) == 1 else None
+
+
 def _download(url: str, part: Path, timeout: float) -> None:
     have = part.stat().st_size if part.exists() else 0
     request = urllib.request.Request(url, headers={"Range": f"bytes={have}-"} if have else {})

@@ -149,3 +149,27 @@ def test_fetch_rejects_a_file_that_is_not_a_port_state_dict(tmp_path):
     finally:
         server.shutdown()
     assert not (s.home / "downloads" / "animegan2-pytorch" / "paprika.pt").exists()
+
+
+def test_models_add_uses_a_file_the_user_has(tmp_path, prepared_store):
+    import subprocess
+    import sys
+
+    env = {**os.environ, "ANIPAINT_HOME": str(tmp_path / "home")}
+    mine = tmp_path / "celeba_distill.pt"
+    shutil.copy(prepared_store / "v2-hayao" / "model.pt", mine)  # a real state dict in the port's key names
+    proc = subprocess.run([sys.executable, "-m", "anipaint.cli", "models", "add", str(mine)],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "v2-celeba-distill" in proc.stdout
+    styles = subprocess.run([sys.executable, "-m", "anipaint.cli", "styles"], capture_output=True, text=True,
+                            env=env, timeout=120).stdout
+    line = next(ln for ln in styles.splitlines() if ln.startswith("v2-celeba-distill"))
+    assert "ready" in line
+
+    junk = tmp_path / "paprika.pt"
+    junk.write_bytes(b"not a checkpoint")
+    proc = subprocess.run([sys.executable, "-m", "anipaint.cli", "models", "add", str(junk)],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 2 and "v2-paprika" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "home" / "downloads" / "animegan2-pytorch" / "paprika.pt").exists()
