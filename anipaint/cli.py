@@ -140,7 +140,23 @@ def cmd_prepare(args: argparse.Namespace) -> int:
 
     results = store.prepare(args.styles or None, settings, force=args.force, on_result=show)
     print(f"  {'face-detector':<24} {results['face-detector']}")
+    if args.engine:
+        _prepare_engines([k for k, v in results.items() if v == "ok" and k != "face-detector"], settings)
     return 1 if any(v.startswith("failed") for v in results.values()) else 0
+
+
+def _prepare_engines(style_ids: list[str], settings: Settings) -> None:
+    """Build and measure the fast backends once per machine, so the first picture does not wait for them."""
+    from anipaint import engine, store
+    from anipaint.engine import backends
+
+    for style_id in style_ids:
+        style = store.get_style(style_id)
+        if len(backends.applicable(style)) == 1:
+            continue
+        print(f"  {style_id:<24} building the fast engines (once per machine, about a minute)…", flush=True)
+        record = engine.prepare(style, store.artefact_path(style, settings), settings)
+        print(f"  {style_id:<24} engine: {record.get('choice', 'torch')}", flush=True)
 
 
 def cmd_fetch(args: argparse.Namespace) -> int:
@@ -209,6 +225,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = models.add_parser("prepare", help="convert every available source into the model store")
     p.add_argument("styles", nargs="*", help="only these style ids")
     p.add_argument("--force", action="store_true", help="convert again even if up to date")
+    p.add_argument("--engine", action=argparse.BooleanOptionalAction, default=True,
+                   help="also build and pick the fastest engine for this machine (default: yes)")
     p.set_defaults(func=cmd_prepare)
     p = models.add_parser("fetch", help="download a downloadable style (the PyTorch port's .pt files)")
     p.add_argument("name", help="style id, e.g. v2-face-paint-512-v2")

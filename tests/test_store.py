@@ -37,7 +37,7 @@ def test_prepare_twice_is_a_no_op(tmp_path, sources):
 
 def test_prepare_concurrently_from_two_processes(tmp_path, sources):
     env = {**os.environ, "ANIPAINT_HOME": str(tmp_path / "home")}
-    cmd = [sys.executable, "-m", "anipaint.cli", "models", "prepare", "v2-hayao", "v1-shinkai"]
+    cmd = [sys.executable, "-m", "anipaint.cli", "models", "prepare", "v2-hayao", "v1-shinkai", "--no-engine"]
     procs = [subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for _ in range(2)]
     outputs = [p.communicate(timeout=600)[0].decode() for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outputs

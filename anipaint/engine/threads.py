@@ -14,6 +14,7 @@ import torch
 
 _lock = threading.Lock()
 _configured: int | None = None
+_jobs = 1
 
 
 def physical_cores() -> int:
@@ -42,10 +43,11 @@ def threads_per_job(jobs: int, threads: int = 0) -> int:
 
 def configure(jobs: int = 1, threads: int = 0) -> int:
     """Apply the policy once; later calls return the value already set (torch allows inter-op only once)."""
-    global _configured
+    global _configured, _jobs
     with _lock:
         if _configured is not None:
             return _configured
+        _jobs = max(1, jobs)
         n = threads_per_job(jobs, threads)
         torch.set_num_threads(n)
         try:
@@ -55,3 +57,24 @@ def configure(jobs: int = 1, threads: int = 0) -> int:
         torch.set_flush_denormal(True)
         _configured = n
         return n
+
+
+def current() -> int:
+    """Intra-op threads per job under the policy (configures with the defaults if nobody has yet)."""
+    return _configured if _configured is not None else configure()
+
+
+def ort_options():
+    """ONNX Runtime session options under the same policy: intra-op = this job's threads, inter-op 1,
+    sequential execution, all graph optimisations, denormals as zero."""
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = current()
+    opts.inter_op_num_threads = 1
+    opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    opts.add_session_config_entry("session.set_denormal_as_zero", "1")
+    # Threads that spin after a kernel steal the core from the next job's threads; with jobs > 1 let them sleep.
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "1" if _jobs <= 1 else "0")
+    return opts

@@ -1,0 +1,300 @@
+"""Engine backends: one interface, several ways to run a style's generator.
+
+Every backend is a callable ``NCHW float32 in [-1, 1] → same shape`` (any H, W ≥ 8), built once per machine and
+cached in ``<style_dir>/engine/`` under a key made of the engine recipe version, the torch and ONNX Runtime
+versions, the CPU's instruction-set flags and the weights' checksum, so a new torch, a different CPU or new
+weights rebuild instead of loading something stale.
+
+=============  ==========================================================================================
+``torch``      the style's plain network in eager PyTorch, float32 (every architecture; for ``onnx`` styles
+               the network *is* an ONNX Runtime session)
+``compiled``   AnimeGANv2 as :class:`~anipaint.engine.graphs.V2Graph` in bfloat16, channels-last, exported
+               with dynamic H/W and compiled ahead of time by AOTInductor into a ``.pt2`` package (loads in
+               milliseconds; the build takes ~30-80 s once)
+``int8``       ``compiled`` with the five heavy convolutions in static int8 (oneDNN VNNI kernels); needs photos
+               to calibrate (:func:`anipaint.engine.int8.photos`)
+``onnxruntime`` AnimeGANv2 exported to ONNX (float32) and run by ONNX Runtime with all graph optimisations
+=============  ==========================================================================================
+
+Backends that don't apply to an architecture fall back to ``torch``. ``auto`` is the fastest backend whose
+output stays within 35 dB PSNR of the reference, measured once per machine by :func:`anipaint.engine.prepare`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import threading
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from filelock import FileLock
+from torch import Tensor
+
+from anipaint import store
+from anipaint.engine import threads
+from anipaint.registry import Style
+from anipaint.settings import Settings
+
+ENGINE_VERSION = 1  # bump when a build recipe below changes
+NAMES = ("torch", "compiled", "int8", "onnxruntime")
+V2_ONLY = {"compiled", "int8", "onnxruntime"}
+_CPU_FLAGS = ("avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16", "avx_vnni",
+              "amx_tile", "amx_bf16", "amx_int8")
+MULTIPLE = 4  # the v2 graphs take sides that are multiples of 4 (two stride-2 convs)
+MAX_SIDE = 4 * 2048  # export bound on H and W; larger pictures are tiled anyway
+
+BUILDS: Counter[str] = Counter()  # artefacts built in this process, by backend name (tests read it)
+_build_lock = threading.Lock()
+
+
+class Backend:
+    """A callable generator: NCHW float32 [-1, 1] → NCHW float32 [-1, 1], same size."""
+
+    name = "torch"
+
+    def __call__(self, x: Tensor) -> Tensor:
+        raise NotImplementedError
+
+
+class TorchBackend(Backend):
+    """The style's plain network (eager float32 torch module, graph module or ONNX generator)."""
+
+    def __init__(self, network: Callable[[Tensor], Tensor]) -> None:
+        self.network = network
+
+    def __call__(self, x: Tensor) -> Tensor:
+        with torch.inference_mode():
+            return self.network(x)
+
+
+def _pad4(x: Tensor) -> tuple[Tensor, int, int]:
+    h, w = x.shape[-2:]
+    ph, pw = -h % MULTIPLE, -w % MULTIPLE
+    if ph or pw:  # reflect, exactly as the network module pads
+        x = F.pad(x, (0, pw, 0, ph), mode="reflect")
+    return x, h, w
+
+
+class CompiledBackend(Backend):
+    """An AOTInductor package of :class:`V2Graph`; pads to a multiple of 4 and passes channels-last memory."""
+
+    def __init__(self, path: Path, name: str = "compiled", jobs: int = 1) -> None:
+        self.name = name
+        self.path = path
+        self.runner = load_package(path, jobs)
+
+    def __call__(self, x: Tensor) -> Tensor:
+        if min(x.shape[-2:]) < 8:
+            raise ValueError(f"input {tuple(x.shape[-2:])} is too small; AnimeGANv2 needs at least 8x8 pixels")
+        x, h, w = _pad4(x.float())
+        # The package was compiled for channels-last strides: any other layout would be read wrongly.
+        x = x.contiguous(memory_format=torch.channels_last)
+        with torch.inference_mode():
+            y = self.runner(x)
+        return y[..., :h, :w]
+
+
+def load_package(path: Path, jobs: int = 1) -> Callable[[Tensor], Tensor]:
+    """Load an AOTInductor package; ``jobs`` model instances so concurrent paints don't queue on one.
+
+    The C++ loader directly: ``torch._inductor.aoti_load_package`` imports Dynamo and Inductor first, which
+    costs ~1.2 s of the server's start for nothing (the package is already compiled).
+    """
+    loader_cls = getattr(getattr(torch._C, "_aoti", None), "AOTIModelPackageLoader", None)
+    if loader_cls is None:  # a torch without the private loader: the public (slower to import) one
+        model = torch._inductor.aoti_load_package(str(path), num_runners=max(1, jobs))
+        return model
+    loader = loader_cls(str(path), "model", False, max(1, jobs), -1)
+    return lambda x: loader.run([x])[0]
+
+
+class OrtBackend(Backend):
+    """An ONNX Runtime session over an exported v2 graph (NCHW float32, any H, W multiple of 4)."""
+
+    name = "onnxruntime"
+
+    def __init__(self, path: Path) -> None:
+        import onnxruntime as ort
+
+        self.path = path
+        self.session = ort.InferenceSession(str(path), threads.ort_options(), providers=["CPUExecutionProvider"])
+        self.input_name = self.session.get_inputs()[0].name
+
+    def __call__(self, x: Tensor) -> Tensor:
+        x, h, w = _pad4(x.float())
+        y = self.session.run(None, {self.input_name: x.contiguous().numpy()})[0]
+        return torch.from_numpy(y)[..., :h, :w]
+
+
+# ---- cache keys and paths -------------------------------------------------------------------------------
+
+
+def cpu_flags() -> tuple[str, ...]:
+    """The instruction-set flags that change which kernels a build picks."""
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("flags"):
+                    present = set(line.split(":", 1)[1].split())
+                    return tuple(f for f in _CPU_FLAGS if f in present)
+    except OSError:
+        pass
+    return ()
+
+
+def _file_digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def engine_key(artefact: Path) -> str:
+    """Version + CPU + weights key for cached builds (16 hex digits)."""
+    try:
+        import onnxruntime as ort
+
+        ort_version = ort.__version__
+    except ImportError:
+        ort_version = "-"
+    parts = [str(ENGINE_VERSION), torch.__version__, ort_version, ",".join(cpu_flags()), _file_digest(artefact)]
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
+
+
+def cache_dir(style: Style, settings: Settings) -> Path:
+    return store.style_dir(style, settings) / "engine"
+
+
+def build_path(name: str, style: Style, settings: Settings, key: str) -> Path:
+    suffix = ".onnx" if name == "onnxruntime" else ".pt2"
+    return cache_dir(style, settings) / f"{name}-{key}{suffix}"
+
+
+def applicable(style: Style) -> tuple[str, ...]:
+    """Backends that can run this style here, plain first."""
+    # The fast graphs compute TF semantics; the port's own .pt files need the port's (see networks.animeganv2).
+    if style.architecture == "animeganv2" and style.importer != "torch_port":
+        return ("torch", "compiled", "int8", "onnxruntime")
+    return ("torch",)
+
+
+# ---- builders -------------------------------------------------------------------------------------------
+
+
+def _state_dict(artefact: Path) -> dict[str, Tensor]:
+    return torch.load(artefact, map_location="cpu", weights_only=True)
+
+
+def _export_v2(graph: torch.nn.Module) -> torch.export.ExportedProgram:
+    from torch.export import Dim, export
+
+    # Inductor tunes loops for the example's sizes (its "size hints"); 512 px is the size that matters.
+    example = torch.zeros(1, 3, 512, 512).contiguous(memory_format=torch.channels_last)
+    kh, kw = Dim("kh", min=2, max=MAX_SIDE // MULTIPLE), Dim("kw", min=2, max=MAX_SIDE // MULTIPLE)
+    with torch.no_grad():
+        return export(graph, (example,), dynamic_shapes={"x": {2: MULTIPLE * kh, 3: MULTIPLE * kw}})
+
+
+def _build_compiled(artefact: Path, out: Path, settings: Settings, int8: bool) -> None:
+    from anipaint.engine.graphs import V2Graph
+
+    sd = _state_dict(artefact)
+    quant = None
+    if int8:
+        from anipaint.engine.int8 import calibrate, photos
+
+        pictures = photos(settings, "calibrate")
+        if not pictures:
+            raise RuntimeError("no photos to calibrate int8 with (see anipaint.engine.int8.photos)")
+        quant = calibrate(sd, pictures)
+    graph = V2Graph(sd, torch.bfloat16, quant).eval()
+    ep = _export_v2(graph)
+    # Freezing (needed to lower quantize→dequantize→conv to oneDNN's int8 kernels) is only applied when grad is
+    # off. It also miscompiled the all-bf16 graph in torch 2.13 (PSNR 13 dB), and bought nothing there.
+    with torch.no_grad():
+        torch._inductor.aoti_compile_and_package(ep, package_path=str(out), inductor_configs={"freezing": int8})
+
+
+def _build_onnx(artefact: Path, out: Path) -> None:
+    from anipaint.engine.graphs import V2Graph
+
+    graph = V2Graph(_state_dict(artefact), torch.float32).eval()
+    example = torch.zeros(1, 3, 64, 64)
+    with torch.no_grad():
+        torch.onnx.export(
+            graph, (example,), str(out), dynamo=False, input_names=["x"], output_names=["y"], opset_version=17,
+            dynamic_axes={"x": {2: "h", 3: "w"}, "y": {2: "h", 3: "w"}},
+        )
+
+
+def ensure_built(name: str, style: Style, artefact: Path, settings: Settings, key: str | None = None) -> Path:
+    """The cached build of backend ``name`` for a style, building it (under a file lock) if missing."""
+    key = key or engine_key(artefact)
+    path = build_path(name, style, settings, key)
+    if path.is_file():
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with _build_lock, FileLock(str(path) + ".lock"):
+        if path.is_file():  # another process built it while we waited
+            return path
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{name}-", suffix=path.suffix, dir=path.parent)
+        os.close(fd)
+        tmp = Path(tmp_name)
+        try:
+            if name in ("compiled", "int8"):
+                _build_compiled(artefact, tmp, settings, int8=name == "int8")
+            elif name == "onnxruntime":
+                _build_onnx(artefact, tmp)
+            else:
+                raise ValueError(f"backend {name!r} has nothing to build")
+            os.chmod(tmp, 0o644)  # mkstemp makes 0600; the store is shared like the weights next to it
+            os.replace(tmp, path)
+            BUILDS[name] += 1
+        finally:
+            tmp.unlink(missing_ok=True)
+    return path
+
+
+def open_named(name: str, style: Style, artefact: Path, settings: Settings, network, key: str | None = None) -> Backend:
+    """Backend ``name`` for a style (built if needed); ``torch`` when ``name`` doesn't apply to the style."""
+    if name not in applicable(style) or name == "torch":
+        return TorchBackend(network)
+    path = ensure_built(name, style, artefact, settings, key)
+    if name == "onnxruntime":
+        return OrtBackend(path)
+    return CompiledBackend(path, name, settings.jobs)
+
+
+def auto_path(style: Style, settings: Settings, key: str) -> Path:
+    return cache_dir(style, settings) / f"auto-{key}.json"
+
+
+def read_auto(style: Style, settings: Settings, key: str) -> dict | None:
+    try:
+        return json.loads(auto_path(style, settings, key).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def open_backend(style: Style, artefact: Path, settings: Settings, network, name: str = "auto") -> Backend:
+    """The backend the settings ask for.
+
+    ``auto`` uses the choice measured on this machine by :func:`anipaint.engine.prepare` (``anipaint models
+    prepare``), cached next to the weights. Without one it runs the plain network rather than spending a
+    minute building and measuring in the middle of a request; naming a backend builds it on first use.
+    """
+    name = (name or "auto").lower()
+    if name not in NAMES and name != "auto":
+        raise ValueError(f"unknown backend {name!r}; expected auto or one of {', '.join(NAMES)}")
+    if len(applicable(style)) == 1:
+        return TorchBackend(network)
+    key = engine_key(artefact)
+    if name == "auto":
+        cached = read_auto(style, settings, key) or {}
+        name = cached.get("choice") or "torch"
+        if name != "torch" and not build_path(name, style, settings, key).is_file():
+            name = "torch"  # the build was removed since it was measured: don't rebuild mid-request
+    return open_named(name, style, artefact, settings, network, key)

@@ -1,0 +1,89 @@
+"""``backend = auto``: measure every applicable backend once on this machine and keep the fastest good one.
+
+"Good" means its output is within :data:`PSNR_BAR` dB of the reference eager float32 network on real photos
+(:func:`anipaint.engine.int8.photos`; a synthetic picture where the machine has none). The choice and the
+measurements are cached next to the builds as ``auto-<key>.json``, so later processes only read a file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import torch
+from filelock import FileLock
+
+from anipaint.engine import backends, timing
+from anipaint.registry import Style
+from anipaint.settings import Settings
+
+PSNR_BAR = 35.0
+
+
+def psnr(a: np.ndarray, b: np.ndarray, peak: float = 255.0) -> float:
+    """Peak signal-to-noise ratio in dB between two pictures of the same shape."""
+    mse = float(np.mean((np.asarray(a, np.float64) - np.asarray(b, np.float64)) ** 2))
+    return float("inf") if mse == 0 else 10.0 * float(np.log10(peak * peak / mse))
+
+
+def reference_for(style: Style, artefact: Path, network):
+    """The yardstick: the plain-call fp32 reference for v2, the style's eager network otherwise."""
+    if style.architecture == "animeganv2":
+        from anipaint.engine.reference import ReferenceV2
+
+        return ReferenceV2(torch.load(artefact, map_location="cpu", weights_only=True))
+    return backends.TorchBackend(network)
+
+
+def evaluate(backend, reference, pictures: list[torch.Tensor], repeats: int = 3) -> dict:
+    """Seconds per 512 px picture (median of clean samples) and the worst PSNR against ``reference``."""
+    from anipaint.engine import from_tensor
+
+    worst = float("inf")
+    for x in pictures:
+        worst = min(worst, psnr(from_tensor(reference(x)), from_tensor(backend(x))))
+    t = timing.measure(lambda: backend(pictures[0]), repeats=repeats)
+    return {"seconds": round(t.seconds, 4), "psnr": round(worst, 2) if worst != float("inf") else 99.0,
+            "clean_samples": t.clean}
+
+
+def choose(style: Style, artefact: Path, settings: Settings, network, key: str | None = None,
+           names: tuple[str, ...] | None = None) -> dict:
+    """The cached auto choice for this machine, measuring (and building) every backend the first time."""
+    key = key or backends.engine_key(artefact)
+    cached = backends.read_auto(style, settings, key)
+    if cached and cached.get("choice"):
+        return cached
+    path = backends.auto_path(style, settings, key)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(path) + ".lock"):
+        cached = backends.read_auto(style, settings, key)
+        if cached and cached.get("choice"):
+            return cached
+        result = measure_all(style, artefact, settings, network, key, names)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(result, indent=2))
+        os.replace(tmp, path)
+        return result
+
+
+def measure_all(style: Style, artefact: Path, settings: Settings, network, key: str,
+                names: tuple[str, ...] | None = None) -> dict:
+    from anipaint.engine.int8 import photos, synthetic_photo
+
+    pictures = photos(settings, "check", side=512)[:2] or [synthetic_photo(512)]
+    reference = reference_for(style, artefact, network)
+    results: dict[str, dict] = {}
+    for name in names or backends.applicable(style):
+        try:
+            backend = backends.open_named(name, style, artefact, settings, network, key)
+            backend(pictures[0])  # warm-up: first-call allocations and oneDNN kernel selection
+            results[name] = evaluate(backend, reference, pictures)
+        except Exception as exc:  # noqa: BLE001 - a backend that can't build here is simply not chosen
+            results[name] = {"error": f"{type(exc).__name__}: {exc}"}
+    good = {n: r for n, r in results.items() if "seconds" in r and r["psnr"] >= PSNR_BAR}
+    choice = min(good, key=lambda n: good[n]["seconds"]) if good else "torch"
+    return {"choice": choice, "key": key, "psnr_bar": PSNR_BAR, "threads": torch.get_num_threads(),
+            "cpu_flags": list(backends.cpu_flags()), "results": results}
