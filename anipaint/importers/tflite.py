@@ -316,30 +316,18 @@ class _Reader:
                 self.emit_chain(out, [("Identity", [], {})], self.value(ins[0]))
             return
 
-        if kind == "CONV_2D":
+        if kind in ("CONV_2D", "DEPTHWISE_CONV_2D"):
             x, filt = self.value(ins[0]), self.const_of(self.value(ins[1]))
             if filt is None:
                 raise TFLiteImportError(f"{self.path}: {out_name!r} has a non-constant filter")
-            w = self.const(f"{out_name}/filter", np.ascontiguousarray(filt.transpose(1, 2, 3, 0)))  # OHWI->HWIO
-            steps = [("Conv2D", [w], {
-                "strides": [1, opts.StrideH(), opts.StrideW(), 1],
-                "padding": _PADDING[opts.Padding()],
-                "dilations": [1, opts.DilationHFactor(), opts.DilationWFactor(), 1],
-                "data_format": "NHWC",
-            })]
-            steps += self.bias_step(ins)
-            steps += self.activation(opts.FusedActivationFunction(), out_name)
-            self.emit_chain(out, steps, x)
-            return
-
-        if kind == "DEPTHWISE_CONV_2D":
-            x, filt = self.value(ins[0]), self.const_of(self.value(ins[1]))
-            if filt is None:
-                raise TFLiteImportError(f"{self.path}: {out_name!r} has a non-constant filter")
-            c_in = self.static_shape[x][-1]
-            _, fh, fw, cm = filt.shape
-            w = self.const(f"{out_name}/filter", np.ascontiguousarray(filt.reshape(fh, fw, c_in, cm // c_in)))
-            steps = [("DepthwiseConv2dNative", [w], {
+            if kind == "CONV_2D":
+                op, laid = "Conv2D", filt.transpose(1, 2, 3, 0)  # OHWI -> HWIO
+            else:  # [1, H, W, C*M] -> [H, W, C, M]
+                c_in = self.static_shape[x][-1]
+                _, fh, fw, cm = filt.shape
+                op, laid = "DepthwiseConv2dNative", filt.reshape(fh, fw, c_in, cm // c_in)
+            w = self.const(f"{out_name}/filter", np.ascontiguousarray(laid))
+            steps = [(op, [w], {
                 "strides": [1, opts.StrideH(), opts.StrideW(), 1],
                 "padding": _PADDING[opts.Padding()],
                 "dilations": [1, opts.DilationHFactor(), opts.DilationWFactor(), 1],
