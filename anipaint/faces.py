@@ -86,6 +86,9 @@ class FaceDetector:
             # NMS 0.3 and top_k 5000 are YuNet's published defaults. The net's own threshold is the lower
             # refinement one; the main pass filters by score_threshold itself.
             floor = min(self.score_threshold, _REFINE_SCORE)
+            # OpenCV 5 warns on every detector creation that its new graph engine ignores targets; users
+            # should not see that on each thread's first face.
+            cv2.utils.logging.setLogLevel(min(cv2.utils.logging.getLogLevel(), cv2.utils.logging.LOG_LEVEL_ERROR))
             net = cv2.FaceDetectorYN.create(str(self.model_path), "", (320, 320), floor, 0.3, 5000)
             self._local.net = net
         return net
