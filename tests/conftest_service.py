@@ -6,6 +6,7 @@ session's ``ANIPAINT_HOME`` (set by conftest.py), so it uses the session model s
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import signal
@@ -13,6 +14,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -112,6 +114,16 @@ class Server:
                 return info
             time.sleep(0.1)
         raise TimeoutError(f"job {job_id} not finished after {timeout:.0f} s")
+
+
+@contextlib.contextmanager
+def running_server(workdir: Path, **overrides: object) -> Iterator[Server]:
+    """A ready server for the ``with`` block, stopped afterwards even if it never became ready."""
+    server = Server(workdir, **overrides)
+    try:
+        yield server.wait_ready()
+    finally:
+        server.stop()
 
 
 def photo_bytes() -> bytes:

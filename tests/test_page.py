@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from conftest_service import GROUP_PHOTO, REPO, Server, fast_style, photo_bytes, resized_photo
+from conftest_service import GROUP_PHOTO, REPO, Server, fast_style, photo_bytes, resized_photo, running_server
 
 CHROMIUM = Path(os.environ.get("ANIPAINT_CHROMIUM", "/usr/bin/chromium"))
 if not CHROMIUM.exists():
@@ -33,27 +33,16 @@ ARGS = [
 pytestmark = pytest.mark.timeout(300)
 
 
-def _start(tmp_path_factory: pytest.TempPathFactory, **overrides: object) -> Server:
-    server = Server(tmp_path_factory.mktemp("page"), **overrides)
-    try:
-        return server.wait_ready()
-    except BaseException:
-        server.stop()
-        raise
-
-
 @pytest.fixture(scope="module")
 def server(prepared_store: Path, tmp_path_factory: pytest.TempPathFactory):
-    s = _start(tmp_path_factory)
-    yield s
-    s.stop()
+    with running_server(tmp_path_factory.mktemp("page")) as s:
+        yield s
 
 
 @pytest.fixture(scope="module")
 def busy_server(prepared_store: Path, tmp_path_factory: pytest.TempPathFactory):
-    s = _start(tmp_path_factory, queue_size=1, jobs=1)
-    yield s
-    s.stop()
+    with running_server(tmp_path_factory.mktemp("page"), queue_size=1, jobs=1) as s:
+        yield s
 
 
 @pytest.fixture(scope="module")

@@ -12,42 +12,31 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from conftest_service import Server, fast_style, jpeg, photo_bytes, resized_photo
+from conftest_service import Server, fast_style, jpeg, photo_bytes, resized_photo, running_server
 
 pytestmark = pytest.mark.timeout(300)
 
 
-def _start(tmp_path_factory: pytest.TempPathFactory, **overrides: object):
-    server = Server(tmp_path_factory.mktemp("service"), **overrides)
-    try:
-        server.wait_ready()
-    except BaseException:
-        server.stop()
-        raise
-    return server
-
-
 @pytest.fixture(scope="module")
 def server(prepared_store: Path, tmp_path_factory: pytest.TempPathFactory):
-    s = _start(tmp_path_factory)
-    yield s
-    s.stop()
+    with running_server(tmp_path_factory.mktemp("service")) as s:
+        yield s
 
 
 @pytest.fixture(scope="module")
 def strict_server(prepared_store: Path, tmp_path_factory: pytest.TempPathFactory):
     """Tiny limits: 60 KB uploads, 0.5 MP, results kept 1 s, /predict waits at most 1 s."""
-    s = _start(tmp_path_factory, max_upload_bytes=60_000, max_pixels=500_000, result_ttl=1, request_timeout=1)
-    yield s
-    s.stop()
+    with running_server(
+        tmp_path_factory.mktemp("service"), max_upload_bytes=60_000, max_pixels=500_000, result_ttl=1, request_timeout=1
+    ) as s:
+        yield s
 
 
 @pytest.fixture(scope="module")
 def busy_server(prepared_store: Path, tmp_path_factory: pytest.TempPathFactory):
     """One painter and one waiting slot."""
-    s = _start(tmp_path_factory, queue_size=1, jobs=1)
-    yield s
-    s.stop()
+    with running_server(tmp_path_factory.mktemp("service"), queue_size=1, jobs=1) as s:
+        yield s
 
 
 def _png(data: bytes) -> Image.Image:
