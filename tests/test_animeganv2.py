@@ -71,7 +71,7 @@ def _run(model: torch.nn.Module, x_hwc: np.ndarray) -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def v2_model_pt(sources: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from anipaint.importers.tflite import convert_v2
+    from anipaint.importers.tflite_v2 import convert_v2
 
     out = tmp_path_factory.mktemp("v2-hayao")
     facts = convert_v2([sources / V2_TFLITE], out)

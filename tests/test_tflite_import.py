@@ -60,7 +60,7 @@ def test_v2_translation(v2_graph: Graph) -> None:
 
 def test_v2_graph_equals_network(v2_graph: Graph, group_photo: Image.Image) -> None:
     """The same file through the IR executor and through the named network (convert_v2) gives one result."""
-    from anipaint.importers.tflite import v2_state_dict
+    from anipaint.importers.tflite_v2 import v2_state_dict
     from anipaint.networks.animeganv2 import Generator
 
     net = Generator()

@@ -14,7 +14,7 @@ from typing import Any
 
 # importer name -> "module:function"; modules are imported lazily so `anipaint styles` stays fast.
 CONVERTERS: dict[str, str] = {
-    "tflite_v2": "anipaint.importers.tflite:convert_v2",
+    "tflite_v2": "anipaint.importers.tflite_v2:convert_v2",
     "tflite_graph": "anipaint.importers.tflite:convert_graph",
     "tfjs_v1": "anipaint.importers.graphdef:convert_tfjs_v1",
     "graphdef_pb": "anipaint.importers.graphdef:convert_pb",
