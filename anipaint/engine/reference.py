@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from anipaint.networks.animeganv2 import LAYER_NORM_EPS, MIN_SIZE, SIZE_MULTIPLE, resize_bilinear_tf1
+from anipaint.networks.animeganv2 import LAYER_NORM_EPS, pad_input, resize_bilinear_tf1
 
 StateDict = dict[str, Tensor]
 
@@ -46,11 +46,7 @@ def _inverted_residual(sd: StateDict, prefix: str, x: Tensor) -> Tensor:
 def reference_forward(sd: StateDict, x: Tensor) -> Tensor:
     """NCHW float32 RGB in [-1, 1] → same shape in [-1, 1]; any H, W ≥ 8."""
     h, w = x.shape[-2:]
-    if min(h, w) < MIN_SIZE:
-        raise ValueError(f"input {h}x{w} is too small; AnimeGANv2 needs at least {MIN_SIZE}x{MIN_SIZE} pixels")
-    pad_h, pad_w = -h % SIZE_MULTIPLE, -w % SIZE_MULTIPLE
-    if pad_h or pad_w:
-        x = F.pad(x, (0, pad_w, 0, pad_h), mode="reflect")
+    x = pad_input(x)  # the input handling is not the network: shared with networks.animeganv2
     x = _cnl(sd, "block_a.0", x, _same(7))
     x = _cnl(sd, "block_a.1", x, _S2, stride=2)
     x = _cnl(sd, "block_a.2", x, _same(3))

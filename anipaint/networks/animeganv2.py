@@ -36,6 +36,19 @@ def resize_bilinear_tf1(x: Tensor, size: tuple[int, int]) -> Tensor:
     return resize_bilinear(x, size)
 
 
+def pad_input(x: Tensor) -> Tensor:
+    """Check the size and reflect-pad bottom/right to a multiple of 4 (crop the output back to the input's size).
+
+    With the padding each 2x upsample restores the encoder's size exactly, as in TF at its native sizes;
+    reflect keeps the border statistics close to the picture's own.
+    """
+    h, w = x.shape[-2:]
+    if min(h, w) < MIN_SIZE:
+        raise ValueError(f"input {h}x{w} is too small; AnimeGANv2 needs at least {MIN_SIZE}x{MIN_SIZE} pixels")
+    pad_h, pad_w = -h % SIZE_MULTIPLE, -w % SIZE_MULTIPLE
+    return F.pad(x, (0, pad_w, 0, pad_h), mode="reflect") if pad_h or pad_w else x
+
+
 class ConvNormLReLU(nn.Sequential):
     """Pad, conv, layer norm, LeakyReLU(0.2); children named 0-3 as in the port."""
 
@@ -133,13 +146,7 @@ class Generator(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         h, w = x.shape[-2:]
-        if min(h, w) < MIN_SIZE:
-            raise ValueError(f"input {h}x{w} is too small; AnimeGANv2 needs at least {MIN_SIZE}x{MIN_SIZE} pixels")
-        # Pad bottom/right to a multiple of 4 so each 2x upsample restores the encoder's size exactly, as in
-        # TF at its native sizes; reflect keeps the border statistics close to the picture's own.
-        pad_h, pad_w = -h % SIZE_MULTIPLE, -w % SIZE_MULTIPLE
-        if pad_h or pad_w:
-            x = F.pad(x, (0, pad_w, 0, pad_h), mode="reflect")
+        x = pad_input(x)
 
         out = self.block_a(x)
         half_size = (out.shape[-2], out.shape[-1])

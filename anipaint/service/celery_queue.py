@@ -30,6 +30,7 @@ from anipaint.service.jobs import (
     QueueFullError,
     UnknownJobError,
     _error_kind,
+    finished,
     paint_runner,
 )
 from anipaint.settings import Settings, get_settings
@@ -130,19 +131,7 @@ def _run_job(job_id: str, settings: Settings) -> None:
     try:
         out: PaintOutput = paint_runner(settings)(request, progress)
         r.set(_key(job_id, "result"), out.png, ex=max(1, int(ttl)))
-        done = _save(
-            r,
-            replace(
-                info,
-                status="done",
-                stage="done",
-                progress=1.0,
-                width=out.width,
-                height=out.height,
-                finished=time.time(),
-            ),
-            ttl,
-        )
+        done = _save(r, finished(info, out), ttl)
         if not done:
             raise JobCancelled(job_id)
     except JobCancelled:

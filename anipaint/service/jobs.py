@@ -122,6 +122,13 @@ class PaintOutput:
     height: int
 
 
+def finished(info: JobInfo, out: PaintOutput) -> JobInfo:
+    """The state of a job whose picture is painted (local and Celery queues alike)."""
+    return replace(
+        info, status="done", stage="done", progress=1.0, width=out.width, height=out.height, finished=time.time()
+    )
+
+
 def paint_runner(settings: Settings) -> Runner:
     """The real work: the shared painter for the style, then a clean PNG."""
 
@@ -350,15 +357,7 @@ class LocalJobQueue:
         with self._cond:
             self._observe_stage(job.info.stage, time.monotonic() - job.stage_started)
             self._durations.append(time.monotonic() - t0)
-            job.info = replace(
-                job.info,
-                status="done",
-                stage="done",
-                progress=1.0,
-                width=out.width,
-                height=out.height,
-                finished=time.time(),
-            )
+            job.info = finished(job.info, out)
             job.request = None
             self._count("done")
             self._cond.notify_all()
