@@ -59,9 +59,11 @@ class Painter:
         _ = self.engine
         return self
 
-    def paint_array(self, rgb: np.ndarray) -> np.ndarray:
-        """RGB uint8 (H, W, 3) → painted RGB uint8 of the same size (no cap, no faces)."""
-        return self.engine.run(rgb)
+    def paint_array(self, rgb: np.ndarray, progress: Callable[[float], None] | None = None) -> np.ndarray:
+        """RGB uint8 (H, W, 3) → painted RGB uint8 of the same size (no cap, no faces).
+
+        ``progress`` receives the fraction done while a large picture is painted in strips or tiles."""
+        return self.engine.run(rgb, progress)
 
     def paint(
         self,
@@ -84,7 +86,7 @@ class Painter:
         t1 = time.perf_counter()
         timings["decode"] = t1 - t0
         report("paint", 0.1)
-        painted = self.paint_array(work.rgb)
+        painted = self.paint_array(work.rgb, lambda done: report("paint", 0.1 + 0.7 * done))
         t2 = time.perf_counter()
         timings["paint"] = t2 - t1
         use_faces = self.settings.faces if faces is None else faces

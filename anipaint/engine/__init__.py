@@ -3,12 +3,14 @@
 ``load_network`` builds the eager network from the store's artefact; :class:`Engine` owns one loaded network
 per style plus its fastest backend (:mod:`anipaint.engine.backends`: eager torch, AOT-compiled bf16, int8,
 ONNX Runtime; ``auto`` picks per machine) and turns RGB uint8 arrays into painted RGB uint8 arrays, tiling
-large pictures (:mod:`anipaint.engine.tiling`). :func:`prepare` builds and measures the backends ahead of time
+large pictures (exactly, layer by layer, for AnimeGANv2: :mod:`anipaint.engine.streaming`; in blended tiles otherwise:
+:mod:`anipaint.engine.tiling`). :func:`prepare` builds and measures the backends ahead of time
 (``anipaint models prepare``), so a server starts painting from cached artefacts within a second or two.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
@@ -83,6 +85,20 @@ class Engine:
         self.artefact = Path(artefact)
         self.network = load_network(style, self.artefact)
         self.backend = backends.open_backend(style, self.artefact, settings, self.network, backend or settings.backend)
+        self._streamed = None
+
+    @property
+    def streams_large(self) -> bool:
+        """Whether large pictures run layer by layer with whole-picture statistics (else in tiles)."""
+        return self.style.architecture == "animeganv2" and self.settings.large_mode.lower() == "exact"
+
+    def _streamed_network(self):
+        from anipaint.engine.streaming import StreamedV2
+
+        if self._streamed is None:
+            self._streamed = StreamedV2(self.network.state_dict(), self.network.semantics,
+                                        folder=self.settings.scratch_dir)
+        return self._streamed
 
     @property
     def backend_name(self) -> str:
@@ -93,13 +109,19 @@ class Engine:
         with torch.inference_mode():
             return self.backend(x)
 
-    def run(self, rgb: np.ndarray) -> np.ndarray:
-        """Paint RGB uint8 (H, W, 3) → RGB uint8 of the same size; large pictures go in blended tiles."""
+    def run(self, rgb: np.ndarray, progress: Callable[[float], None] | None = None) -> np.ndarray:
+        """Paint RGB uint8 (H, W, 3) → RGB uint8 of the same size.
+
+        Pictures over four tiles' worth of pixels run in bounded memory: layer by layer for AnimeGANv2
+        (``large_mode="exact"``), else in blended tiles. ``progress`` gets the fraction done of those.
+        """
         h, w = rgb.shape[:2]
         tile = self.settings.tile_size
         if tiling.needs_tiling(h, w, tile):
+            if self.streams_large:
+                return self._streamed_network().paint(rgb, progress)
             return tiling.paint_tiled(rgb, self.run_float, tile, self.settings.tile_overlap, to_tensor,
-                                      from_tensor_float)
+                                      from_tensor_float, progress)
         return from_tensor(self.run_float(to_tensor(rgb)))
 
 
