@@ -13,6 +13,7 @@ run it at once: each style is converted under a file lock into a temporary folde
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -31,9 +32,23 @@ from anipaint.errors import ModelStoreError, StyleError
 from anipaint.registry import FACE_DETECTOR, Source, Style, all_styles, candidates, get_style
 from anipaint.settings import Settings, get_settings
 
-# Bump when a converter's output changes, so stores built by older code are rebuilt.
+# Bump when the store's layout changes. Converter *code* changes are caught by converter_digest() below.
 FORMAT_VERSION = 1
 _CHUNK = 1 << 20
+# The code an artefact's content depends on: an artefact converted by other code is stale and is rebuilt
+# (an upgrade once left a v3 artefact that the new graph runner couldn't execute).
+_CONVERTER_CODE = ("importers", "networks")
+
+
+@functools.lru_cache(maxsize=1)
+def converter_digest() -> str:
+    """16 hex digits of the importer and network modules' source: part of every artefact's meta."""
+    digest = hashlib.sha256()
+    package = Path(__file__).resolve().parent
+    for folder in _CONVERTER_CODE:
+        for path in sorted((package / folder).glob("*.py")):
+            digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 @dataclass(frozen=True)
@@ -83,6 +98,7 @@ def _expected_meta(style: Style, paths: list[Path]) -> dict:
     return {
         "style": style.id,
         "format_version": FORMAT_VERSION,
+        "converter": converter_digest(),
         "sources": {src.path: sha256_file(p) for src, p in zip(style.sources, paths, strict=True)},
     }
 
@@ -96,7 +112,12 @@ def _read_meta(folder: Path) -> dict | None:
 
 def is_prepared(style: Style, settings: Settings | None = None) -> bool:
     meta = _read_meta(style_dir(style, settings))
-    return bool(meta) and meta.get("format_version") == FORMAT_VERSION and artefact_path(style, settings).is_file()
+    return (
+        bool(meta)
+        and meta.get("format_version") == FORMAT_VERSION
+        and meta.get("converter") == converter_digest()
+        and artefact_path(style, settings).is_file()
+    )
 
 
 def _verified_sources(style: Style, settings: Settings) -> list[Path]:
@@ -165,6 +186,8 @@ def prepare_style(style: Style, settings: Settings | None = None, *, force: bool
                 raise ModelStoreError(f"{style.id}: conversion failed: {exc}") from exc
             meta = {**expected, **(facts or {})}
             (work / "meta.json").write_text(json.dumps(meta, indent=2, default=str))
+            if (target / "engine").is_dir():  # compiled builds are keyed by the artefact's checksum: keep them
+                os.replace(target / "engine", work / "engine")
             if target.exists():
                 shutil.rmtree(target)
             os.replace(work, target)

@@ -262,7 +262,7 @@ print(before // 1024, after // 1024, out.shape, float(out.std()))
     assert done.returncode == 0, done.stderr[-2000:]
     before_mb, after_mb, *rest = done.stdout.split()
     growth = int(after_mb) - int(before_mb)
-    assert growth < 600, done.stdout  # MB
+    assert growth < 500, done.stdout  # MB (measured: ~100-200)
     assert "(2048, 2048, 3)" in done.stdout
 
 

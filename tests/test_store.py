@@ -35,6 +35,23 @@ def test_prepare_twice_is_a_no_op(tmp_path, sources):
     assert store.is_prepared(store.get_style("v1-paprika"), s)
 
 
+def test_artefacts_converted_by_other_code_are_rebuilt(tmp_path, sources, monkeypatch):
+    """A store made by an older anipaint (other importer code) is converted again, keeping engine builds."""
+    s = _settings(tmp_path / "home")
+    style = store.get_style("v1-paprika")
+    assert store.prepare(["v1-paprika"], s)["v1-paprika"] == "ok"
+    engine_dir = store.style_dir(style, s) / "engine"
+    engine_dir.mkdir()
+    (engine_dir / "kept.pt2").write_bytes(b"build keyed by the artefact's checksum")
+    stamp = store.artefact_path(style, s).stat().st_mtime_ns
+    monkeypatch.setattr(store, "converter_digest", lambda: "0123456789abcdef")  # "the code changed"
+    assert not store.is_prepared(style, s)
+    assert store.prepare(["v1-paprika"], s)["v1-paprika"] == "ok"
+    assert store.artefact_path(style, s).stat().st_mtime_ns != stamp
+    assert store.is_prepared(style, s)
+    assert (engine_dir / "kept.pt2").is_file()
+
+
 def test_prepare_concurrently_from_two_processes(tmp_path, sources):
     env = {**os.environ, "ANIPAINT_HOME": str(tmp_path / "home")}
     cmd = [sys.executable, "-m", "anipaint.cli", "models", "prepare", "v2-hayao", "v1-shinkai", "--no-engine"]
