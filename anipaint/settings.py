@@ -37,10 +37,10 @@ class Settings:
     max_side: int = 512  # long-side cap; 0 / None at call time means full resolution (tiled)
     tile_size: int = 512  # tile edge for full-resolution painting
     tile_overlap: int = 64  # overlap blended between tiles
-    # Full resolution for AnimeGANv2 styles: "exact" runs the network layer by layer in row strips with the
+    # Full resolution for AnimeGAN v1/v2 styles: "exact" runs the network layer by layer in row strips with the
     # whole picture's norm statistics (identical to one untiled pass, activations in temporary files);
     # "tiles" paints independent blended tiles (faster, but each tile normalises with its own statistics).
-    # Other architectures always use tiles.
+    # The v3 models (global attention inside) always use tiles.
     large_mode: str = "exact"
     scratch_dir: Path | None = None  # where "exact" keeps its activation files; default: the system temp dir
 

@@ -2,10 +2,11 @@
 
 ``load_network`` builds the eager network from the store's artefact; :class:`Engine` owns one loaded network
 per style plus its fastest backend (:mod:`anipaint.engine.backends`: eager torch, AOT-compiled bf16, int8,
-ONNX Runtime; ``auto`` picks per machine) and turns RGB uint8 arrays into painted RGB uint8 arrays, tiling
-large pictures (exactly, layer by layer, for AnimeGANv2: :mod:`anipaint.engine.streaming`; in blended tiles otherwise:
-:mod:`anipaint.engine.tiling`). :func:`prepare` builds and measures the backends ahead of time
-(``anipaint models prepare``), so a server starts painting from cached artefacts within a second or two.
+ONNX Runtime; ``auto`` picks per machine) and turns RGB uint8 arrays into painted RGB uint8 arrays. Large
+pictures run in bounded memory: exactly, layer by layer, for AnimeGAN v1/v2 (:mod:`anipaint.engine.streaming`),
+in blended tiles otherwise (:mod:`anipaint.engine.tiling`). :func:`prepare` builds and measures the backends
+ahead of time (``anipaint models prepare``), so a server starts painting from cached artefacts within a second
+or two.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import torch
 from anipaint.engine import backends, threads, tiling
 from anipaint.registry import Style
 from anipaint.settings import Settings
+
+STREAMED = ("animeganv2", "animeganv1")  # architectures painted exactly, layer by layer, when large
 
 
 class Generator(Protocol):
@@ -90,14 +93,13 @@ class Engine:
     @property
     def streams_large(self) -> bool:
         """Whether large pictures run layer by layer with whole-picture statistics (else in tiles)."""
-        return self.style.architecture == "animeganv2" and self.settings.large_mode.lower() == "exact"
+        return self.style.architecture in STREAMED and self.settings.large_mode.lower() == "exact"
 
     def _streamed_network(self):
-        from anipaint.engine.streaming import StreamedV2
+        from anipaint.engine.streaming import for_network
 
         if self._streamed is None:
-            self._streamed = StreamedV2(self.network.state_dict(), self.network.semantics,
-                                        folder=self.settings.scratch_dir)
+            self._streamed = for_network(self.network, self.settings.scratch_dir)
         return self._streamed
 
     @property
@@ -112,7 +114,7 @@ class Engine:
     def run(self, rgb: np.ndarray, progress: Callable[[float], None] | None = None) -> np.ndarray:
         """Paint RGB uint8 (H, W, 3) → RGB uint8 of the same size.
 
-        Pictures over four tiles' worth of pixels run in bounded memory: layer by layer for AnimeGANv2
+        Pictures over four tiles' worth of pixels run in bounded memory: layer by layer for AnimeGAN v1 and v2
         (``large_mode="exact"``), else in blended tiles. ``progress`` gets the fraction done of those.
         """
         h, w = rgb.shape[:2]

@@ -10,9 +10,9 @@ of ``tile × width`` floats on top of the input and output pictures, whatever th
 Known limit: the generators normalise each layer over the whole (tile) picture, so a tile is painted with its
 own statistics, not the picture's. Context is not the issue (with the whole picture's statistics forced into
 every tile, tiled and untiled agree to ~60 dB), the statistics are: tiles differ from the untiled painting by
-20-31 dB PSNR (v1, v2) or ~40 dB (v3-cute), as smooth, feathered tone shifts rather than seams. AnimeGANv2
-therefore paints large pictures layer by layer instead (:mod:`anipaint.engine.streaming`, exact); the other
-architectures still come here.
+20-31 dB PSNR (v1, v2) or ~40 dB (v3-cute), as smooth, feathered tone shifts rather than seams. AnimeGAN v1
+and v2 therefore paint large pictures layer by layer instead (:mod:`anipaint.engine.streaming`, exact); the v3
+graphs (with a global attention block) and ``large_mode="tiles"`` still come here.
 """
 
 from __future__ import annotations
