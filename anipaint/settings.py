@@ -45,7 +45,7 @@ class Settings:
     scratch_dir: Path | None = None  # where "exact" keeps its activation files; default: the system temp dir
 
     # Engine.
-    backend: str = "auto"  # auto | torch | compiled | onnxruntime | int8
+    backend: str = "auto"  # auto | torch | compiled | onnxruntime | int8 | strips
     threads: int = 0  # intra-op threads per job; 0 = physical cores / jobs
     jobs: int = 1  # concurrent paints per process
 

@@ -69,14 +69,14 @@ def photos(group_photo, astronaut) -> dict[str, np.ndarray]:
 
 def test_auto_measures_every_backend_and_picks_a_good_one(auto_record):
     results = auto_record["results"]
-    assert set(results) == {"torch", "compiled", "int8", "onnxruntime"}
+    assert set(results) == {"torch", "compiled", "int8", "onnxruntime", "strips"}
     choice = auto_record["choice"]
     assert choice in results and results[choice]["psnr"] >= PSNR_BAR
     good = [n for n, r in results.items() if "seconds" in r and r["psnr"] >= PSNR_BAR]
     assert results[choice]["seconds"] == min(results[n]["seconds"] for n in good)
 
 
-@pytest.mark.parametrize("name", ["torch", "compiled", "int8", "onnxruntime"])
+@pytest.mark.parametrize("name", ["torch", "compiled", "int8", "onnxruntime", "strips"])
 def test_backend_matches_reference_on_real_photos(name, settings, v2, photos, auto_record):
     style, artefact = v2
     reference = ReferenceV2(torch.load(artefact, map_location="cpu", weights_only=True))
@@ -136,6 +136,24 @@ def test_cache_key_changes_with_weights(tmp_path, v2):
     sd["out_layer.0.weight"] = sd["out_layer.0.weight"] * 1.01
     torch.save(sd, other)
     assert backends.engine_key(other) != backends.engine_key(artefact)
+
+
+def test_v1_runs_in_strips_and_auto_measures_that(settings, photos):
+    """v1 has two backends: its eager module and the strip executor (same pixels, channels-last, bf16)."""
+    from anipaint.engine import prepare
+
+    style = get_style("v1-hayao")
+    artefact = store.artefact_path(style, settings)
+    network = load_network(style, artefact)
+    strips = backends.open_named("strips", style, artefact, settings, network)
+    assert strips.name == "strips"
+    for photo_name, rgb in photos.items():
+        with torch.inference_mode():
+            want = from_tensor(network(to_tensor(rgb)))
+        assert psnr(from_tensor(strips(to_tensor(rgb))), want) >= PSNR_BAR, photo_name
+    record = prepare(style, artefact, settings, "auto")
+    assert {"torch", "strips"} <= set(record["results"]) and record["choice"] in ("torch", "strips")
+    assert Engine(style, artefact, settings).backend_name == record["choice"]
 
 
 def test_backend_that_does_not_apply_falls_back_to_the_plain_network(settings):

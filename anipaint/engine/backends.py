@@ -14,6 +14,9 @@ weights rebuild instead of loading something stale.
 ``int8``       ``compiled`` with the five heavy convolutions in static int8 (oneDNN VNNI kernels); needs photos
                to calibrate (:func:`anipaint.engine.int8.photos`)
 ``onnxruntime`` AnimeGANv2 exported to ONNX (float32) and run by ONNX Runtime with all graph optimisations
+``strips``     AnimeGAN v1/v2 layer by layer in row strips, channels-last, bf16 convolutions where the CPU has
+               them (:mod:`anipaint.engine.streaming`, the same code that paints large pictures exactly);
+               nothing to build. Much faster than the eager module for v1 and for the port's v2 files
 =============  ==========================================================================================
 
 Backends that don't apply to an architecture fall back to ``torch``. ``auto`` is the fastest backend whose
@@ -42,8 +45,8 @@ from anipaint.registry import Style
 from anipaint.settings import Settings
 
 ENGINE_VERSION = 1  # bump when a build recipe below changes
-NAMES = ("torch", "compiled", "int8", "onnxruntime")
-V2_ONLY = {"compiled", "int8", "onnxruntime"}
+NAMES = ("torch", "compiled", "int8", "onnxruntime", "strips")
+NOTHING_TO_BUILD = {"torch", "strips"}
 _CPU_FLAGS = ("avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16", "avx_vnni",
               "amx_tile", "amx_bf16", "amx_int8")
 MULTIPLE = 4  # the v2 graphs take sides that are multiples of 4 (two stride-2 convs)
@@ -114,6 +117,26 @@ def load_package(path: Path, jobs: int = 1) -> Callable[[Tensor], Tensor]:
     return lambda x: loader.run([x])[0]
 
 
+class StripsBackend(Backend):
+    """A v1/v2 module run by :mod:`anipaint.engine.streaming` (uint8 in and out, like every painted picture)."""
+
+    name = "strips"
+
+    def __init__(self, network, folder: Path | None = None) -> None:
+        from anipaint.engine.streaming import for_network
+
+        streamed = for_network(network, folder)
+        if streamed is None:
+            raise ValueError(f"no strip version of {type(network).__name__}")
+        self.streamed = streamed
+
+    def __call__(self, x: Tensor) -> Tensor:
+        from anipaint.engine import from_tensor, to_tensor
+
+        # Inputs come from to_tensor(uint8) and outputs go to from_tensor, so the uint8 round trip is exact.
+        return to_tensor(self.streamed.paint(from_tensor(x)))
+
+
 class OrtBackend(Backend):
     """An ONNX Runtime session over an exported v2 graph (NCHW float32, any H, W multiple of 4)."""
 
@@ -177,7 +200,9 @@ def applicable(style: Style) -> tuple[str, ...]:
     """Backends that can run this style here, plain first."""
     # The fast graphs compute TF semantics; the port's own .pt files need the port's (see networks.animeganv2).
     if style.architecture == "animeganv2" and style.importer != "torch_port":
-        return ("torch", "compiled", "int8", "onnxruntime")
+        return ("torch", "compiled", "int8", "onnxruntime", "strips")
+    if style.architecture in ("animeganv1", "animeganv2"):
+        return ("torch", "strips")
     return ("torch",)
 
 
@@ -262,6 +287,8 @@ def open_named(name: str, style: Style, artefact: Path, settings: Settings, netw
     """Backend ``name`` for a style (built if needed); ``torch`` when ``name`` doesn't apply to the style."""
     if name not in applicable(style) or name == "torch":
         return TorchBackend(network)
+    if name == "strips":
+        return StripsBackend(network, settings.scratch_dir)
     path = ensure_built(name, style, artefact, settings, key)
     if name == "onnxruntime":
         return OrtBackend(path)
@@ -295,6 +322,6 @@ def open_backend(style: Style, artefact: Path, settings: Settings, network, name
     if name == "auto":
         cached = read_auto(style, settings, key) or {}
         name = cached.get("choice") or "torch"
-        if name != "torch" and not build_path(name, style, settings, key).is_file():
+        if name not in NOTHING_TO_BUILD and not build_path(name, style, settings, key).is_file():
             name = "torch"  # the build was removed since it was measured: don't rebuild mid-request
     return open_named(name, style, artefact, settings, network, key)
