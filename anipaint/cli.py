@@ -55,8 +55,18 @@ def cmd_convert(args: argparse.Namespace) -> int:
         return _convert_video(painter, src, dst, options)
     if dst.is_dir():
         dst = dst / (src.stem + ".png")
+    from tqdm import tqdm
+
     start = time.perf_counter()
-    result = painter.paint(src, **options)
+    # A full-resolution paint can take a minute: a bar appears if it takes more than two seconds.
+    with tqdm(total=100, desc=f"painting ({painter.style.id})", unit="%", file=sys.stderr, delay=2,
+              bar_format="{desc}: {percentage:3.0f}%|{bar}| {elapsed}<{remaining} {postfix}") as bar:
+
+        def report(stage: str, fraction: float) -> None:
+            bar.set_postfix_str(stage, refresh=False)
+            bar.update(max(0, round(100 * fraction) - bar.n))
+
+        result = painter.paint(src, progress=report, **options)
     dst.parent.mkdir(parents=True, exist_ok=True)
     imaging.save_image(result, dst)
     print(f"{src} → {dst} ({painter.style.id}, {result.width}×{result.height}, {time.perf_counter() - start:.1f} s)")

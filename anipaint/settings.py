@@ -40,7 +40,7 @@ class Settings:
     # Full resolution for AnimeGAN v1/v2 styles: "exact" runs the network layer by layer in row strips with the
     # whole picture's norm statistics (identical to one untiled pass, activations in temporary files);
     # "tiles" paints independent blended tiles (faster, but each tile normalises with its own statistics).
-    # The v3 models (global attention inside) always use tiles.
+    # The v3 graphs always use tiles (not streamed yet: see README, "Full resolution").
     large_mode: str = "exact"
     scratch_dir: Path | None = None  # where "exact" keeps its activation files; default: the system temp dir
 
