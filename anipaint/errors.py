@@ -21,3 +21,7 @@ class StyleError(AnipaintError, LookupError):
 
 class ModelStoreError(AnipaintError):
     """A model source is missing, fails its checksum, or cannot be converted."""
+
+
+class ScratchSpaceError(AnipaintError, OSError):
+    """Full-resolution painting cannot write its temporary layer files (missing folder, full disk)."""

@@ -48,6 +48,16 @@ def test_convert_at_full_resolution_shows_progress(prepared_store, tmp_path):
     assert "painting (v2-hayao)" in proc.stderr and "100%" in proc.stderr, proc.stderr[-500:]
 
 
+def test_full_resolution_without_scratch_space_is_a_clear_error(prepared_store, tmp_path):
+    big = tmp_path / "big.jpg"
+    Image.open(GROUP_PHOTO).convert("RGB").resize((1400, 1050)).save(big, quality=92)
+    proc = run_cli("convert", str(big), str(tmp_path / "out.png"), "--style", "v2-hayao", "--max-side", "original",
+                   "--no-faces", env={"ANIPAINT_SCRATCH_DIR": str(tmp_path / "missing")})
+    assert proc.returncode != 0
+    assert "Traceback" not in proc.stderr
+    assert "ANIPAINT_SCRATCH_DIR" in proc.stderr and "ANIPAINT_LARGE_MODE=tiles" in proc.stderr
+
+
 def test_convert_folder_reports_and_skips_a_corrupt_file(prepared_store, tmp_path):
     src = tmp_path / "in"
     (src / "sub").mkdir(parents=True)

@@ -255,6 +255,27 @@ def test_streamed_port_semantics_match_the_port_module(settings):
     assert psnr(StreamedV2(sd, "tf").paint(rgb), want) < 40.0  # the two semantics really differ
 
 
+def test_a_full_disk_is_a_clear_error_and_leaves_no_files(settings, tmp_path, monkeypatch):
+    import errno
+    import os
+
+    from anipaint.engine import streaming
+    from anipaint.errors import ScratchSpaceError
+
+    sd = torch.load(store.artefact_path(get_style("v2-hayao"), settings), map_location="cpu", weights_only=True)
+    calls = []
+
+    def fallocate(fd, offset, length):
+        calls.append(length)
+        if len(calls) == 5:  # the fifth layer finds the disk full
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(streaming.os, "posix_fallocate", fallocate)
+    with pytest.raises(ScratchSpaceError, match="not enough free disk"):
+        streaming.StreamedV2(sd, folder=tmp_path).paint(np.zeros((64, 64, 3), np.uint8))
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_large_picture_memory_stays_bounded(settings, tmp_path):
     """2048x2048: one full-resolution 128-channel activation alone would be 2 GiB; the strips stay far below."""
     import subprocess

@@ -22,6 +22,7 @@ float32 network by bf16/float16 rounding only (~54-55 dB PSNR for v2), and seams
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -32,12 +33,14 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from anipaint.engine.graphs import PLAN, ConvSpec
+from anipaint.errors import ScratchSpaceError
 from anipaint.networks import animeganv1 as v1
 from anipaint.networks.animeganv2 import LAYER_NORM_EPS, MIN_SIZE, SIZE_MULTIPLE
 
 STRIP_BYTES = 4 << 20  # float32 input rows per strip: small strips stay in cache (2048²: 9.3 s at 4 MB, 21 s at 48)
 MIN_STRIP_ROWS = 8  # but not so few that a 7x7 kernel's 6 extra rows dominate
 STORE_DTYPE = np.float16  # activations on disk: pre-norm values are O(10), so 11 bits of mantissa are plenty
+WHAT_TO_DO = "point ANIPAINT_SCRATCH_DIR at a disk with room, or paint in tiles with ANIPAINT_LARGE_MODE=tiles"
 
 Progress = Callable[[float], None]
 
@@ -110,11 +113,15 @@ class Activation(Source):
         self.total = torch.zeros(channels, dtype=torch.float64)  # per-channel sums, float64 across strips
         self.total_sq = torch.zeros(channels, dtype=torch.float64)
         self.on_read: Callable[[Tensor], Tensor] | None = None
-        try:  # reserve the whole layer now: a full disk fails here, before any work, not halfway
+        try:  # reserve the whole layer now: a full disk fails here, with a clear reason, not halfway
             os.posix_fallocate(self.fd, 0, height * self.row_bytes)
-        except OSError:
+        except OSError as exc:
             self.release()
-            raise
+            free = shutil.disk_usage(folder).free
+            raise ScratchSpaceError(
+                f"not enough free disk for full-resolution painting: a {height * self.row_bytes / 1e9:.1f} GB "
+                f"temporary layer does not fit in {folder.parent} ({free / 1e9:.1f} GB free); {WHAT_TO_DO}"
+            ) from exc
 
     def write(self, row0: int, x: Tensor) -> None:
         """Store rows ``row0 …`` from an NCHW tensor and add them to the statistics."""
@@ -335,7 +342,14 @@ class StreamedNetwork:
             raise ValueError(f"input {height}x{width} is too small; the network needs at least {MIN_SIZE} pixels")
         pad_h, pad_w = -height % SIZE_MULTIPLE, -width % SIZE_MULTIPLE
         padded = np.pad(rgb, ((0, pad_h), (0, pad_w), (0, 0)), mode="reflect") if pad_h or pad_w else rgb
-        with tempfile.TemporaryDirectory(prefix="anipaint-stream-", dir=self.folder) as tmp:
+        try:
+            scratch = tempfile.TemporaryDirectory(prefix="anipaint-stream-", dir=self.folder)
+        except OSError as exc:
+            raise ScratchSpaceError(
+                f"cannot create temporary files for full-resolution painting in {self.folder or tempfile.gettempdir()}"
+                f" ({exc.strerror or exc}); {WHAT_TO_DO}"
+            ) from exc
+        with scratch as tmp:
             self._dir, self._done, self._sums, self._progress = Path(tmp), 0, 0, progress
             try:
                 features = self.body(PictureSource(padded))
