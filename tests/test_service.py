@@ -127,6 +127,25 @@ def test_predict_paints_the_photo(server: Server) -> None:
     assert max(_png(base64.b64decode(small.json()["result"])).size) == 200
 
 
+def test_full_resolution_job_reports_progress_while_painting(server: Server) -> None:
+    """A 1600 px v2 job at its own size: painted layer by layer, and the progress moves during the paint."""
+    res = server.submit(resized_photo(1600), style="v2-hayao", max_side="original", faces="false")
+    assert res.status_code == 202, res.text
+    job_id = res.json()["id"]
+    painting: list[float] = []
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline:
+        info = server.client.get(f"/api/jobs/{job_id}").json()
+        if info["stage"] == "paint":
+            painting.append(info["progress"])
+        if info["status"] in ("done", "failed"):
+            break
+        time.sleep(0.05)
+    assert info["status"] == "done", info
+    assert (info["width"], info["height"]) == (1600, 1600)
+    assert painting == sorted(painting) and any(0.15 < p < 0.75 for p in painting), painting
+
+
 def test_job_lifecycle(server: Server) -> None:
     res = server.submit(photo_bytes(), style=fast_style(), max_side="original", faces="true")
     assert res.status_code == 202, res.text
