@@ -255,6 +255,22 @@ def test_streamed_port_semantics_match_the_port_module(settings):
     assert psnr(StreamedV2(sd, "tf").paint(rgb), want) < 40.0  # the two semantics really differ
 
 
+def test_one_streamed_network_paints_for_several_threads_at_once(settings, photos):
+    """The engine (and its strip executor) is shared by concurrent jobs: their paints must not mix."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from anipaint.engine.streaming import StreamedV2
+
+    sd = torch.load(store.artefact_path(get_style("v2-hayao"), settings), map_location="cpu", weights_only=True)
+    streamed = StreamedV2(sd)
+    pictures = [photos["group"][:256, :320], photos["astronaut"][:288, :256], photos["coffee"][:256, :256]]
+    alone = [streamed.paint(p) for p in pictures]
+    with ThreadPoolExecutor(3) as pool:
+        together = list(pool.map(streamed.paint, pictures))
+    for a, b in zip(alone, together, strict=True):
+        assert a.shape == b.shape and psnr(a, b) >= 60.0
+
+
 def test_a_full_disk_is_a_clear_error_and_leaves_no_files(settings, tmp_path, monkeypatch):
     import errno
     import os

@@ -24,7 +24,9 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -253,6 +255,16 @@ def strip_rows(source: Source, stride: int) -> int:
     return max(MIN_STRIP_ROWS, STRIP_BYTES // max(1, per_row))
 
 
+@dataclass
+class _Run:
+    """One paint's own state (several threads may paint with the same network at once)."""
+
+    folder: Path
+    progress: Progress | None
+    layers_done: int = 0
+    sums_done: int = 0
+
+
 class StreamedNetwork:
     """The machinery: layers over row strips into temporary files, and ``paint`` around a network's ``body``.
 
@@ -273,9 +285,14 @@ class StreamedNetwork:
             if value.dim() == 4:  # convolution weights: compute dtype, channels-last
                 value = value.to(self.dtype).contiguous(memory_format=torch.channels_last)
             self.params[key] = value
-        self._dir: Path | None = None
-        self._done = self._sums = 0
-        self._progress: Progress | None = None
+        self._local = threading.local()  # one engine serves concurrent jobs: each paint keeps its own state
+
+    @property
+    def _run(self) -> _Run:
+        run = getattr(self._local, "run", None)
+        if run is None:
+            raise RuntimeError("layers run inside paint()")
+        return run
 
     # ---- building blocks used by ``body`` --------------------------------------------------------------
 
@@ -291,9 +308,9 @@ class StreamedNetwork:
         out_w = (source.width + left + right - k_w) // stride + 1
         groups = source.channels if w.shape[1] == 1 and source.channels > 1 else 1
         out_c = (pw if pw is not None else w).shape[0]
-        assert self._dir is not None, "conv() runs inside paint()"
-        self._done += 1
-        out = Activation(self._dir, f"{self._done:03d}-{weight}", out_h, out_w, out_c)
+        run = self._run
+        run.layers_done += 1
+        out = Activation(run.folder, f"{run.layers_done:03d}-{weight}", out_h, out_w, out_c)
         step = strip_rows(source, stride)
         for row0 in range(0, out_h, step):
             row1 = min(out_h, row0 + step)
@@ -304,8 +321,8 @@ class StreamedNetwork:
                 if pw is not None:
                     y = F.conv2d(y, pw)
                 out.write(row0, y)
-        if self._progress is not None:
-            self._progress(min(1.0, self._done / (self.layers + 1)))
+        if run.progress is not None:
+            run.progress(min(1.0, run.layers_done / (self.layers + 1)))
         return out
 
     def normed(self, out: Activation, norm: str, act: bool = True, eps: float | None = None) -> Activation:
@@ -316,9 +333,9 @@ class StreamedNetwork:
 
     def written_sum(self, a: Source, b: Source) -> Activation:
         """``a + b`` written as a layer (a residual sum is read by several later layers); releases both."""
-        assert self._dir is not None
-        self._sums += 1
-        out = Activation(self._dir, f"sum-{self._sums:03d}", b.height, b.width, b.channels)
+        run = self._run
+        run.sums_done += 1
+        out = Activation(run.folder, f"sum-{run.sums_done:03d}", b.height, b.width, b.channels)
         step = strip_rows(b, 1)
         for row0 in range(0, b.height, step):
             index = np.arange(row0, min(b.height, row0 + step))
@@ -350,13 +367,13 @@ class StreamedNetwork:
                 f" ({exc.strerror or exc}); {WHAT_TO_DO}"
             ) from exc
         with scratch as tmp:
-            self._dir, self._done, self._sums, self._progress = Path(tmp), 0, 0, progress
+            self._local.run = _Run(Path(tmp), progress)
             try:
                 features = self.body(PictureSource(padded))
                 result = self._head(features, height, width)
                 features.release()
             finally:
-                self._dir, self._progress = None, None
+                self._local.run = None
         if progress is not None:
             progress(1.0)
         return result
