@@ -22,8 +22,6 @@ from anipaint.engine import backends, threads, tiling
 from anipaint.registry import Style
 from anipaint.settings import Settings
 
-STREAMED = ("animeganv2", "animeganv1")  # architectures painted exactly, layer by layer, when large
-
 
 class Generator(Protocol):
     """What every network looks like to the engine: NCHW float in [-1, 1] → same shape, any H and W."""
@@ -93,13 +91,16 @@ class Engine:
     @property
     def streams_large(self) -> bool:
         """Whether large pictures run layer by layer with whole-picture statistics (else in tiles)."""
-        return self.style.architecture in STREAMED and self.settings.large_mode.lower() == "exact"
+        return "strips" in backends.applicable(self.style) and self.settings.large_mode.lower() == "exact"
 
     def _streamed_network(self):
         from anipaint.engine.streaming import for_network
 
         if self._streamed is None:
-            self._streamed = for_network(self.network, self.settings.scratch_dir)
+            if isinstance(self.backend, backends.StripsBackend):  # already loaded: share its weights
+                self._streamed = self.backend.streamed
+            else:
+                self._streamed = for_network(self.network, self.settings.scratch_dir)
         return self._streamed
 
     @property
