@@ -182,6 +182,9 @@ class Upsampled(Source):
         self.inner = inner
         self.height, self.width, self.channels = 2 * inner.height, 2 * inner.width, inner.channels
         self.align_corners = align_corners
+        # the column sampling is the same for every strip: work it out once
+        wlo, whi, wfrac = self._coords(np.arange(self.width), inner.width)
+        self._columns = (torch.from_numpy(wlo), torch.from_numpy(whi), torch.from_numpy(wfrac).view(1, -1, 1))
 
     def _coords(self, out: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         if self.align_corners:
@@ -200,9 +203,8 @@ class Upsampled(Source):
         top = slab.index_select(0, torch.from_numpy(np.searchsorted(need, lo)))
         bottom = slab.index_select(0, torch.from_numpy(np.searchsorted(need, hi)))
         x = torch.lerp(top, bottom, torch.from_numpy(frac).view(-1, 1, 1))
-        wlo, whi, wfrac = self._coords(np.arange(self.width), self.inner.width)
-        x = torch.lerp(x.index_select(1, torch.from_numpy(wlo)), x.index_select(1, torch.from_numpy(whi)),
-                       torch.from_numpy(wfrac).view(1, -1, 1))
+        wlo, whi, wfrac = self._columns
+        x = torch.lerp(x.index_select(1, wlo), x.index_select(1, whi), wfrac)
         return padded_rows(x, left, right)
 
     def release(self) -> None:
