@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 import torch
 
-from anipaint.importers.graph_module import GraphModule, save_graph
 from anipaint.importers.graphdef import convert_pb, convert_tfjs_v1, read_pb, read_tfjs
-from anipaint.importers.ir import Graph, Node
+from anipaint.networks.graph_module import GraphModule, save_graph
+from anipaint.networks.ir import Graph, Node
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = ROOT.parent / "shared" / "models"
@@ -141,8 +141,8 @@ def test_graph_artefact_loads_with_weights_only(tmp_path: Path) -> None:
 def test_v3_cute_onnx_generator(tmp_path: Path) -> None:
     import onnxruntime as ort
 
-    from anipaint.engine.onnx_generator import OnnxGenerator
     from anipaint.importers.onnx_model import convert
+    from anipaint.networks.onnx_generator import OnnxGenerator
 
     facts = convert([CUTE_ONNX], tmp_path)
     assert facts["opset"] >= 11 and facts["input"] == "AnimeGANv3_input:0" and facts["size_multiple"] == 16
@@ -237,7 +237,7 @@ def test_constant_shapes_are_retargeted_for_other_sizes() -> None:
 
 
 def test_tf1_resize_is_asymmetric() -> None:
-    from anipaint.importers.graph_ops import resize_bilinear
+    from anipaint.networks.graph_ops import resize_bilinear
 
     x = torch.arange(4.0).view(1, 1, 1, 4)
     up = resize_bilinear(x, (1, 8))  # src = dst * 4 / 8: 0, .5, 1, ..., 3 (edge repeats), no half-pixel shift

@@ -16,9 +16,9 @@ import pytest
 import torch
 from PIL import Image
 
-from anipaint.importers.graph_module import GraphModule
-from anipaint.importers.ir import Graph
 from anipaint.importers.tflite import TFLiteImportError, convert_graph, read_tflite
+from anipaint.networks.graph_module import GraphModule
+from anipaint.networks.ir import Graph
 
 V2 = "animeganv2/animeganv2_hayao_256x256_integer_quant.tflite"
 V3 = "animeganv3/AnimeGANv3_Hayao_36_QUANTIZED_fp16.tflite"

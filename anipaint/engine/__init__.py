@@ -44,11 +44,11 @@ def load_network(style: Style, artefact: Path) -> Generator:
         net.load_state_dict(torch.load(artefact, map_location="cpu", weights_only=True), strict=True)
         return net.eval()
     if style.architecture == "graph":
-        from anipaint.importers.graph_module import GraphModule
+        from anipaint.networks.graph_module import GraphModule
 
         return GraphModule.from_file(artefact).eval()
     if style.architecture == "onnx":
-        from anipaint.engine.onnx_generator import OnnxGenerator
+        from anipaint.networks.onnx_generator import OnnxGenerator
 
         return OnnxGenerator(artefact, threads=torch.get_num_threads())
     raise ValueError(f"unknown architecture {style.architecture!r}")

@@ -2,7 +2,7 @@
 
 A TF.js ``modelTopology`` is a GraphDef written as protobuf JSON, so both forms are parsed into the same
 protobuf message (``tensorboard.compat.proto.graph_pb2.GraphDef``; no TensorFlow at run time) and translated by
-one function into the :class:`~anipaint.importers.ir.Graph` IR. Only the constant values differ: a ``.pb``
+one function into the :class:`~anipaint.networks.ir.Graph` IR. Only the constant values differ: a ``.pb``
 carries them in its Const nodes, a TF.js model in the weight shards listed by ``weightsManifest``.
 
 Translation: Identity and StopGradient are folded away (they only forward a tensor), control inputs and
@@ -21,7 +21,7 @@ import torch
 from google.protobuf import json_format
 from tensorboard.compat.proto import graph_pb2, tensor_pb2, types_pb2
 
-from .ir import Graph, Node
+from anipaint.networks.ir import Graph, Node
 
 PASS_THROUGH = {"Identity", "StopGradient", "Snapshot"}
 _DROPPED_ATTRS = {"T", "_output_shapes", "_class", "value", "use_cudnn_on_gpu", "Tidx", "Tshape", "Tperm",
@@ -129,7 +129,7 @@ def read_tfjs_weights(folder: Path, manifest: list[dict[str, Any]], shards: list
 
 def convert_tfjs_v1(sources: list[Path], out_dir: Path) -> dict[str, Any]:
     """AnimeGAN v1 (TF.js): constants mapped by TF name onto the named network; saves its state dict."""
-    from ..networks.animeganv1 import AnimeGANv1Generator  # lazy: networks import torch modules
+    from anipaint.networks.animeganv1 import AnimeGANv1Generator
 
     model_json = next(Path(p) for p in sources if str(p).endswith(".json"))
     graph = read_tfjs(model_json, [Path(p) for p in sources if not str(p).endswith(".json")])
@@ -141,8 +141,8 @@ def convert_tfjs_v1(sources: list[Path], out_dir: Path) -> dict[str, Any]:
 
 
 def convert_pb(sources: list[Path], out_dir: Path) -> dict[str, Any]:
-    """A frozen GraphDef run by :class:`~anipaint.importers.graph_module.GraphModule`; saves the Graph."""
-    from .graph_module import GraphModule, save_graph
+    """A frozen GraphDef run by :class:`~anipaint.networks.graph_module.GraphModule`; saves the Graph."""
+    from anipaint.networks.graph_module import GraphModule, save_graph
 
     graph = read_pb(Path(sources[0]))
     GraphModule(graph)  # fails here, not at first use, if the executor lacks an op

@@ -1,6 +1,6 @@
 """ONNX models (AnimeGANv3 tiny Cute): validated and copied as is; run by ONNX Runtime.
 
-The artefact is the original file (``model.onnx``); :class:`anipaint.engine.onnx_generator.OnnxGenerator`
+The artefact is the original file (``model.onnx``); :class:`anipaint.networks.onnx_generator.OnnxGenerator`
 runs it. Conversion only checks the model and records the facts the runner needs.
 """
 
@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 import onnx
+
+from anipaint.networks.onnx_generator import model_size_multiple
 
 
 def convert(sources: list[Path], out_dir: Path) -> dict[str, Any]:
@@ -34,23 +36,6 @@ def convert(sources: list[Path], out_dir: Path) -> dict[str, Any]:
         "input_shape": [d if isinstance(d, int) else str(d) for d in dims],
         "output": graph.output[0].name,
         "parameters": int(sum(int(np.prod(t.dims)) for t in graph.initializer if t.data_type == 1)),
-        "size_multiple": size_multiple(model),
+        "size_multiple": model_size_multiple(model),
         "producer": model.producer_name,
     }
-
-
-def size_multiple(model: onnx.ModelProto) -> int:
-    """Largest product of Conv strides on any path from the inputs: the spatial alignment the model needs
-    (its skip additions fail unless every stride-2 level divides evenly; 16 for the tiny Cute model)."""
-    factor: dict[str, int] = {}
-    best = 1
-    for node in model.graph.node:  # ONNX requires topological order
-        f = max((factor.get(i, 1) for i in node.input if i), default=1)
-        if node.op_type == "Conv":
-            for attr in node.attribute:
-                if attr.name == "strides":
-                    f *= max(attr.ints)
-        for out in node.output:
-            factor[out] = f
-        best = max(best, f)
-    return best

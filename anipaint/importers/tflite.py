@@ -1,4 +1,4 @@
-"""TFLite flatbuffers -> the graph IR (:mod:`anipaint.importers.ir`), and the converters built on it.
+"""TFLite flatbuffers -> the graph IR (:mod:`anipaint.networks.ir`), and the converters built on it.
 
 The file is read with the ``tflite`` flatbuffer schema package only (no interpreter): constants are
 dequantized to float32 (int8 per-channel ``(q - zero_point) * scale``, int32 biases ``q * scale``, float16
@@ -23,7 +23,7 @@ import numpy as np
 import tflite
 from tflite.utils import BUILTIN_OPCODE2NAME
 
-from anipaint.importers.ir import Graph, Node
+from anipaint.networks.ir import Graph, Node
 
 _NP_DTYPES = {
     tflite.TensorType.FLOAT32: np.float32,

@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from anipaint.importers.ir import Graph, Node
 from anipaint.importers.tflite import TFLiteImportError, read_tflite
+from anipaint.networks.ir import Graph, Node
 
 
 def _consumers(graph: Graph) -> dict[str, list[Node]]:

@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..importers.graph_ops import resize_bilinear
+from anipaint.networks.graph_ops import resize_bilinear
 
 TF_PREFIX = "generator/G_MODEL/"
 NORM_EPS = 1e-5  # tf.contrib.layers.instance_norm default, the graph's InstanceNorm*/instancenorm/add/y
@@ -218,7 +218,7 @@ class AnimeGANv1Generator(nn.Module):
 
     @classmethod
     def from_graph(cls, graph: Any) -> AnimeGANv1Generator:
-        """Build from an imported AnimeGAN v1 graph (``anipaint.importers.ir.Graph``)."""
+        """Build from an imported AnimeGAN v1 graph (``anipaint.networks.ir.Graph``)."""
         net = cls()
         consts = graph.consts
         state: dict[str, Tensor] = {}

@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from anipaint.importers.graph_ops import resize_bilinear
+from anipaint.networks.graph_ops import resize_bilinear
 
 LAYER_NORM_EPS = 1e-12  # tf.contrib.layers.layer_norm's epsilon, as stored in the graph (127 * 7.874e-15)
 SIZE_MULTIPLE = 4  # two stride-2 convolutions

@@ -1,6 +1,6 @@
 """TensorFlow op semantics in torch, where PyTorch's own functions compute something different.
 
-Shared by the graph executor (:mod:`anipaint.importers.graph_module`) and the named networks that mirror TF
+Shared by the graph executor (:mod:`anipaint.networks.graph_module`) and the named networks that mirror TF
 graphs (:mod:`anipaint.networks.animeganv1`): bilinear resizing in TF's three coordinate modes, TF's SAME
 padding rule, SYMMETRIC mirror padding and ``StridedSlice`` with its bit masks.
 """

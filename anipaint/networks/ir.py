@@ -4,7 +4,7 @@ A :class:`Graph` is a topologically ordered list of :class:`Node` s in TensorFlo
 TF attribute names), plus the constant tensors as float32/int32 NumPy arrays. The TF.js and ``.pb``
 importers produce it directly (it *is* a GraphDef); the TFLite importer translates TFLite builtin ops into the
 same vocabulary (weights re-laid to TF's layouts, fused activations split into their own nodes), so one torch
-executor (:mod:`anipaint.importers.graph_module`) runs every imported graph, and the converters for the named
+executor (:mod:`anipaint.networks.graph_module`) runs every imported graph, and the converters for the named
 networks read weights out of the same structure.
 
 Canonical ops (attributes as in TensorFlow):

@@ -19,8 +19,6 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..importers.onnx_model import size_multiple as _size_multiple
-
 
 class OnnxGenerator:
     def __init__(self, path: Path | str, threads: int | None = None, size_multiple: int | None = None) -> None:
@@ -37,7 +35,9 @@ class OnnxGenerator:
         shape = list(inp.shape)
         self.nhwc = len(shape) == 4 and shape[-1] == 3  # tf2onnx exports keep TF's NHWC
         self.fixed_batch = isinstance(shape[0], int) and shape[0] > 0
-        self.size_multiple = int(size_multiple or _size_multiple(onnx.load(str(self.path), load_external_data=False)))
+        if not size_multiple:
+            size_multiple = model_size_multiple(onnx.load(str(self.path), load_external_data=False))
+        self.size_multiple = int(size_multiple)
 
     def eval(self) -> OnnxGenerator:  # parity with torch modules
         return self
@@ -64,3 +64,20 @@ class OnnxGenerator:
         if self.nhwc:
             y = y.permute(0, 3, 1, 2)
         return y[..., :h, :w].contiguous().to(device=x.device, dtype=x.dtype)
+
+
+def model_size_multiple(model: onnx.ModelProto) -> int:
+    """Largest product of Conv strides on any path from the inputs: the spatial alignment the model needs
+    (its skip additions fail unless every stride-2 level divides evenly; 16 for the tiny Cute model)."""
+    factor: dict[str, int] = {}
+    best = 1
+    for node in model.graph.node:  # ONNX requires topological order
+        f = max((factor.get(i, 1) for i in node.input if i), default=1)
+        if node.op_type == "Conv":
+            for attr in node.attribute:
+                if attr.name == "strides":
+                    f *= max(attr.ints)
+        for out in node.output:
+            factor[out] = f
+        best = max(best, f)
+    return best

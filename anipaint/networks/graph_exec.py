@@ -1,4 +1,4 @@
-"""The op table of :class:`~anipaint.importers.graph_module.GraphModule`: one torch function per IR op.
+"""The op table of :class:`~anipaint.networks.graph_module.GraphModule`: one torch function per IR op.
 
 Each op takes the node and its input :class:`Val` s and returns a :class:`Val`. A ``Val`` holds a tensor and
 whether that tensor is the NCHW permutation of the graph's logical NHWC value (see graph_module's docstring);

@@ -1,4 +1,4 @@
-"""Run an imported :class:`~anipaint.importers.ir.Graph` with torch: :class:`GraphModule`.
+"""Run an imported :class:`~anipaint.networks.ir.Graph` with torch: :class:`GraphModule`.
 
 The graph speaks TensorFlow (NHWC). Feature maps are kept in torch's NCHW inside, each value carrying a flag
 saying whether its tensor is the NCHW permutation of the logical NHWC value; layout-free ops (convolutions,
