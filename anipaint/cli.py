@@ -171,12 +171,39 @@ def _prepare_engines(style_ids: list[str], settings: Settings) -> None:
 
 
 def cmd_fetch(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
     from anipaint import store
 
     settings = _settings(args)
-    path = store.fetch(args.name, settings, url=args.url)
-    print(f"fetched {args.name} → {path}; prepared in {settings.models_dir}")
-    return 0
+    if args.url and len(args.styles) != 1:
+        raise AnipaintError("--url names one file: give exactly one style with it")
+    print(f"from:  {settings.mirror or 'each file’s public origin'}\ninto:  {settings.home / 'downloads'}",
+          file=sys.stderr)
+    bars: list[tqdm] = []
+
+    def bar_for(source):
+        def show(done: int, total: int | None) -> None:
+            if not bars or bars[-1].desc != source.path:
+                bars.append(tqdm(total=total, desc=source.path, unit="B", unit_scale=True, file=sys.stderr,
+                                 leave=False, delay=0.5))
+            bar = bars[-1]
+            bar.total = total
+            bar.update(done - bar.n)
+        return show
+
+    def report(name: str, outcome: str) -> None:
+        while bars:
+            bars.pop().close()
+        print(f"  {name:<24} {outcome}", flush=True)
+
+    if args.url:
+        style = store.get_style(store.candidates_ids(args.styles)[0])
+        store.fetch_style(style, settings, url=args.url, progress=bar_for, convert=True)
+        report(style.id, "ok")
+        return 0
+    results = store.fetch(args.styles or None, settings, progress=bar_for, on_result=report)
+    return 1 if any(v.startswith("failed") for v in results.values()) else 0
 
 
 def cmd_add(args: argparse.Namespace) -> int:
@@ -192,11 +219,29 @@ def cmd_add(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    from anipaint import store
     from anipaint.service.app import serve
 
     settings = _settings(args)
+    if not settings.broker_url:  # a web process for remote workers paints nothing itself
+        try:
+            store.resolve(None, settings)
+        except AnipaintError:
+            raise AnipaintError(_missing_default(settings)) from None
     serve(args.host or settings.host, args.port or settings.port, settings)
     return 0
+
+
+def _missing_default(settings: Settings) -> str:
+    from anipaint import store
+    from anipaint.registry import candidates
+
+    style = store.get_style(candidates(settings.default_style)[0])
+    cure = f"run `anipaint models fetch {style.id}` first"
+    if not store.downloadable(style, settings):
+        cure = f"no public origin is known for it: set ANIPAINT_MIRROR and run `anipaint models fetch {style.id}`"
+    return (f"the default style {style.id} has no model files here (looked in {settings.sources} and "
+            f"{settings.home / 'downloads'}); {cure}, or set ANIPAINT_AUTO_FETCH=1 to download on first use")
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
@@ -239,9 +284,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--engine", action=argparse.BooleanOptionalAction, default=True,
                    help="also build and pick the fastest engine for this machine (default: yes)")
     p.set_defaults(func=cmd_prepare)
-    p = models.add_parser("fetch", help="download a downloadable style (the PyTorch port's .pt files)")
-    p.add_argument("name", help="style id, e.g. v2-face-paint-512-v2")
-    p.add_argument("--url", help="download from this address instead of the registry's")
+    p = models.add_parser("fetch", help="download model files from their public origins (or $ANIPAINT_MIRROR)")
+    p.add_argument("styles", nargs="*", help="style ids or aliases (default: every style and the helper models)")
+    p.add_argument("--url", help="download the one style's file from this address instead")
     p.set_defaults(func=cmd_fetch)
 
     p = models.add_parser("add", help="use a model file you already have (the PyTorch port's .pt files)")

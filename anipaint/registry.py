@@ -25,7 +25,46 @@ PORT_LICENCE = (
     "bryandlee/animegan2-pytorch weights (MIT repository), trained with AnimeGANv2; "
     "AnimeGANv2's non-commercial terms apply to the style."
 )
+# The port's weights are not in the index of public files this project's origins were checked against, so this
+# address follows the repository's main branch; its files have no published checksum (the converter checks them).
 PORT_URL = "https://github.com/bryandlee/animegan2-pytorch/raw/main/weights/{name}.pt"
+
+
+def github_file(repo: str, commit: str, path: str, *, lfs: bool = False) -> str:
+    """A file's address in a public GitHub repository at a pinned commit (Git LFS files: its media address)."""
+    host = "https://media.githubusercontent.com/media" if lfs else "https://raw.githubusercontent.com"
+    return f"{host}/{repo}/{commit}/{path}"
+
+
+# Where each file in the sources folder was published (see ../shared/models/README.md for what each one is).
+# Every (commit, path) pair below was seen in a stored copy of that repository's history; ``sha256`` is still
+# checked after every download, so an origin that serves other bytes is refused, never converted.
+TERRYKY = "terryky/tflite_gles_app", "11bffd9751cec6e53f176b2386771a2f9db007ae"
+TUANMJNH = "tuanmjnh/AnimeGANv3_Video", "9d1e5e9e3a2f54a3d6781880a4df1d996e842a7b"
+ANIMEGAN_JS = "coolseaweed/AnimeGAN-js"
+# The AnimeGAN-js models live in three copies in that repository (models/, build/models/, public/models/ at
+# different commits); each file is pinned where its stored copy was found. The model.json files there match ours
+# in length and content read back; the .bin shards are binary and were checked by path and commit only.
+_V1_ORIGINS = {
+    "hayao": (("7b9f1d8d8e612cd24e3154c557933e57dc5b8fb6", "models"),
+              ("7b9f1d8d8e612cd24e3154c557933e57dc5b8fb6", "models")),
+    "shinkai": (("426883dede82ba01dad78e474b83db3b89819df2", "public/models"),
+                ("7b9f1d8d8e612cd24e3154c557933e57dc5b8fb6", "models")),
+    "paprika": (("aab6c3c90515d8dbdbaa281f4548f1f02558697b", "build/models"),
+                ("aab6c3c90515d8dbdbaa281f4548f1f02558697b", "build/models")),
+    "charge": (("7b9f1d8d8e612cd24e3154c557933e57dc5b8fb6", "models"),
+               ("aab6c3c90515d8dbdbaa281f4548f1f02558697b", "build/models")),
+    "iblard": (("aab6c3c90515d8dbdbaa281f4548f1f02558697b", "build/models"),
+               ("426883dede82ba01dad78e474b83db3b89819df2", "public/models")),
+    "strange_daddy": (("aab6c3c90515d8dbdbaa281f4548f1f02558697b", "build/models"),
+                      ("426883dede82ba01dad78e474b83db3b89819df2", "public/models")),
+}
+
+
+def _v1_url(name: str, index: int) -> str:
+    commit, folder = _V1_ORIGINS[name][index]
+    file = ("model.json", "group1-shard1of1.bin")[index]
+    return github_file(ANIMEGAN_JS, commit, f"{folder}/{name}/uint8/{file}")
 
 
 @dataclass(frozen=True)
@@ -62,8 +101,8 @@ def _v1(name: str, label: str, licence: str, description: str) -> Style:
         architecture="animeganv1",
         importer="tfjs_v1",
         sources=(
-            Source(f"{folder}/model.json", _V1_SUMS[name][0]),
-            Source(f"{folder}/group1-shard1of1.bin", _V1_SUMS[name][1]),
+            Source(f"{folder}/model.json", _V1_SUMS[name][0], _v1_url(name, 0)),
+            Source(f"{folder}/group1-shard1of1.bin", _V1_SUMS[name][1], _v1_url(name, 1)),
         ),
         licence=licence,
         description=description,
@@ -120,6 +159,7 @@ STYLES: tuple[Style, ...] = (
             Source(
                 "animeganv3/AnimeGANv3_Hayao_36_QUANTIZED_fp16.tflite",
                 "53daf9b8da8350ac6e1c1171efdbb7bad55f7221c7d213925125841f83e52f35",
+                github_file(*TUANMJNH, "resources/AnimeGANv3_Hayao_36_QUANTIZED_fp16.tflite"),
             ),
         ),
         licence=V3_LICENCE,
@@ -134,6 +174,7 @@ STYLES: tuple[Style, ...] = (
             Source(
                 "animeganv3/AnimeGANv3_Shinkai_37.pb",
                 "ecae7b7dc212e2dcb5f484ac50946740cd6b5e630233989799a35526f611a0a9",
+                github_file(*TUANMJNH, "resources/AnimeGANv3_Shinkai_37.pb"),
             ),
         ),
         licence=V3_LICENCE,
@@ -148,6 +189,7 @@ STYLES: tuple[Style, ...] = (
             Source(
                 "animeganv3/AnimeGANv3_tiny_Cute.onnx",
                 "3ef02d6b2939a0e81621abc5beb0e741bb58654570033cd0e97f6b6ef37c1171",
+                None,  # not found in the stored history of tuanmjnh/AnimeGANv3_Video: no origin to pin (mirror only)
             ),
         ),
         licence=V3_LICENCE,
@@ -162,6 +204,7 @@ STYLES: tuple[Style, ...] = (
             Source(
                 "animeganv2/animeganv2_hayao_256x256_integer_quant.tflite",
                 "7d9157db18ad9238a7189c4f56786dbb865f980e219c167def0988fc67ffe5e0",
+                github_file(*TERRYKY, "gl2animegan2/model/animeganv2_hayao_256x256_integer_quant.tflite"),
             ),
         ),
         licence=V2_LICENCE,
@@ -180,10 +223,19 @@ STYLES: tuple[Style, ...] = (
 )
 
 # Not a style: the face detector (YuNet, OpenCV Zoo; Apache-2.0 / MIT), copied into the store by `prepare`.
+# Its origin is libfacedetection.train's dynamic-size export; that file has three versions in the repository's
+# history and the stored copy is binary, so that this commit holds exactly these bytes is not confirmed (the
+# checksum decides after download). (OpenCV Zoo's fixed-size 640x640 file is confirmed by its Git LFS record,
+# whose sha256 equals our face_detection_yunet_2023mar.onnx, but the detector needs the dynamic-size one.)
 FACE_DETECTOR = Source(
     "face/face_detection_yunet_2023mar_dynamic.onnx",
     "daede24002cc8590f457998cc5e6c9e8b82f45f6bd969506a8913cd4ed10a2d3",
+    github_file("ShiqiYu/libfacedetection.train", "02246e79b1e976c83d1e135a85e0628120c93769",
+                "onnx/yunet_n_dynamic.onnx"),
 )
+
+# Files that are not styles, by the name `anipaint models fetch` reports them under.
+EXTRA_SOURCES: dict[str, Source] = {"face-detector": FACE_DETECTOR}
 
 # Short names; each maps to candidates in order of preference, the first available wins.
 ALIASES: dict[str, tuple[str, ...]] = {

@@ -13,12 +13,21 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-# The package lives in <repo>/anipaint/, so the repository's sibling ../shared/models is two parents up.
-_REPO_ROOT = Path(__file__).resolve().parent.parent
+_PACKAGE = Path(__file__).resolve().parent
 
 
-def _default_sources() -> Path:
-    return (_REPO_ROOT.parent / "shared" / "models").resolve()
+def checkout_root() -> Path | None:
+    """The repository this package runs from, or None for an installed package (a wheel in site-packages).
+
+    A checkout is the package's parent folder holding this project's pyproject.toml; an installed package's
+    parent is site-packages, which has none (an editable install runs from the checkout, so it counts).
+    """
+    root = _PACKAGE.parent
+    try:
+        pyproject = (root / "pyproject.toml").read_text(encoding="utf-8")
+    except OSError:
+        return None
+    return root if 'name = "anipaint"' in pyproject else None
 
 
 def _default_home() -> Path:
@@ -26,11 +35,28 @@ def _default_home() -> Path:
     return (Path(xdg) if xdg else Path.home() / ".cache") / "anipaint"
 
 
+def _default_sources() -> Path:
+    """A checkout reads the project's sibling ../shared/models; an installed package its own downloads."""
+    root = checkout_root()
+    if root is not None:
+        return (root.parent / "shared" / "models").resolve()
+    home = os.environ.get("ANIPAINT_HOME")
+    return (Path(home).expanduser() if home else _default_home()) / "downloads"
+
+
 @dataclass(frozen=True)
 class Settings:
     # Where the original model files are read from (read-only), and where converted models live.
     sources: Path = field(default_factory=_default_sources)
     home: Path = field(default_factory=_default_home)
+    # Downloads (`anipaint models fetch`): one base URL holding the sources folder's relative paths replaces every
+    # file's public origin; auto_fetch downloads a missing style's files when it is first used.
+    mirror: str = ""
+    auto_fetch: bool = False
+    # What a server does after its default style paints: "all" converts the other styles and builds and measures
+    # every style's fast engine, one step at a time in a low-priority process; "convert" only converts;
+    # "off" does nothing (each style converts on first use and runs its plain engine).
+    background: str = "all"
 
     # Picture defaults.
     default_style: str = "v3-hayao"
@@ -78,6 +104,17 @@ class Settings:
     @property
     def jobs_dir(self) -> Path:
         return self.data_dir if self.data_dir is not None else self.home / "jobs"
+
+
+def to_env(settings: Settings) -> dict[str, str]:
+    """The ``ANIPAINT_*`` variables that recreate these settings in a child process."""
+    env: dict[str, str] = {}
+    for f in dataclasses.fields(Settings):
+        value = getattr(settings, f.name)
+        if value is None:
+            continue
+        env[f"ANIPAINT_{f.name.upper()}"] = ("1" if value else "0") if isinstance(value, bool) else str(value)
+    return env
 
 
 def _coerce(value: str, target: object) -> object:

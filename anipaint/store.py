@@ -19,22 +19,21 @@ import json
 import os
 import shutil
 import tempfile
-import urllib.error
-import urllib.request
+import urllib.parse
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from filelock import FileLock
 
-from anipaint import importers
+from anipaint import downloads, importers
+from anipaint.downloads import sha256_file
 from anipaint.errors import ModelStoreError, StyleError
-from anipaint.registry import FACE_DETECTOR, Source, Style, all_styles, candidates, get_style
+from anipaint.registry import EXTRA_SOURCES, FACE_DETECTOR, Source, Style, all_styles, candidates, get_style
 from anipaint.settings import Settings, get_settings
 
 # Bump when the store's layout changes. Converter *code* changes are caught by converter_digest() below.
 FORMAT_VERSION = 1
-_CHUNK = 1 << 20
 # The code an artefact's content depends on: an artefact converted by other code is stale and is rebuilt
 # (an upgrade once left a v3 artefact that the new graph runner couldn't execute).
 _CONVERTER_CODE = ("importers", "networks")
@@ -57,14 +56,6 @@ class StyleStatus:
     available: bool  # prepared, or its sources are present and can be converted on first use
     prepared: bool
     reason: str | None = None  # why not available
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(_CHUNK), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _settings(settings: Settings | None) -> Settings:
@@ -146,8 +137,10 @@ def style_status(settings: Settings | None = None) -> list[StyleStatus]:
             out.append(StyleStatus(style, True, True))
             continue
         missing = [src.path for src in style.sources if locate_source(src, s) is None]
-        if missing:
-            how = " (downloadable: `anipaint models fetch`)" if any(src.url for src in style.sources) else ""
+        if missing and s.auto_fetch and downloadable(style, s):
+            out.append(StyleStatus(style, True, False, "downloads on first use (ANIPAINT_AUTO_FETCH)"))
+        elif missing:
+            how = f" (`anipaint models fetch {style.id}`)" if downloadable(style, s) else ""
             out.append(StyleStatus(style, False, False, f"source missing: {', '.join(missing)}{how}"))
         else:
             out.append(StyleStatus(style, True, False, None))
@@ -161,6 +154,8 @@ def resolve(name: str | None, settings: Settings | None = None) -> Style:
     for style_id in ids:
         style = get_style(style_id)
         if is_prepared(style, s) or all(locate_source(src, s) for src in style.sources):
+            return style
+        if s.auto_fetch and downloadable(style, s):
             return style
     raise StyleError(f"style {name!r} is not available here (tried {', '.join(ids)}); see `anipaint styles`")
 
@@ -246,41 +241,95 @@ def prepare(
 
 
 def ensure_prepared(style: Style, settings: Settings | None = None) -> Path:
-    """The artefact for a style, converting it on first use."""
-    if not is_prepared(style, settings):
-        prepare_style(style, settings)
+    """The artefact for a style, converting it (and with ``auto_fetch``, downloading it) on first use."""
+    s = _settings(settings)
+    if not is_prepared(style, s):
+        if s.auto_fetch and any(locate_source(src, s) is None for src in style.sources):
+            fetch_style(style, s)
+        prepare_style(style, s)
     return artefact_path(style, settings)
 
 
-def fetch(style_id: str, settings: Settings | None = None, *, url: str | None = None, timeout: float = 60.0) -> Path:
-    """Download a style's source into ``<home>/downloads`` and prepare it.
-
-    The download goes to ``<file>.part`` and resumes from its length with an HTTP Range request, so an
-    interrupted fetch continues instead of starting over; the finished file is renamed into place atomically
-    (a reader never sees half a file) and then checked: by checksum where one is published, and by converting it.
-    """
+def source_url(source: Source, settings: Settings | None = None) -> str | None:
+    """Where a source file is downloaded from: ``settings.mirror`` + its relative path, else its public origin."""
     s = _settings(settings)
-    style = get_style(style_id)
-    downloadable = [src for src in style.sources if src.url]
-    if not downloadable:
-        raise ModelStoreError(f"{style.id} has no download address; its sources come with the project")
-    src = downloadable[0]
-    dest = s.home / "downloads" / src.path
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    part = dest.with_name(dest.name + ".part")
-    with FileLock(str(dest.with_name(dest.name + ".lock"))):
-        if not dest.is_file():
-            _download(url or src.url or "", part, timeout)
-            if src.sha256 is not None and sha256_file(part) != src.sha256:
-                part.unlink()
-                raise ModelStoreError(f"{style.id}: downloaded file fails its checksum; deleted, try again")
-            os.replace(part, dest)
-    try:
-        prepare_style(style, s, force=True)
-    except ModelStoreError:
-        dest.unlink(missing_ok=True)  # not a usable model: don't leave it to be picked up later
-        raise
-    return dest
+    if s.mirror:
+        return f"{s.mirror.rstrip('/')}/{urllib.parse.quote(source.path)}"
+    return source.url
+
+
+def downloadable(style: Style, settings: Settings | None = None) -> bool:
+    return all(source_url(src, settings) for src in style.sources)
+
+
+def fetch_source(source: Source, settings: Settings | None = None, *, url: str | None = None,
+                 timeout: float = 60.0, progress: downloads.Progress | None = None) -> Path:
+    """One source file, from the sources folder if it is there and intact, else downloaded into
+    ``<home>/downloads`` (resumed, checked against its sha256; see :mod:`anipaint.downloads`)."""
+    s = _settings(settings)
+    here = locate_source(source, s)
+    if here is not None and url is None and (source.sha256 is None or sha256_file(here) == source.sha256):
+        return here
+    address = url or source_url(source, s)
+    if not address:
+        raise ModelStoreError(
+            f"{source.path}: no public origin is known for this file; put it in {s.sources} "
+            "or set ANIPAINT_MIRROR to a server holding it"
+        )
+    return downloads.download(address, s.home / "downloads" / source.path, sha256=source.sha256,
+                              timeout=timeout, progress=progress)
+
+
+def fetch_style(style: Style, settings: Settings | None = None, *, url: str | None = None,
+                timeout: float = 60.0, progress: Callable[[Source], downloads.Progress | None] | None = None,
+                convert: bool = False) -> list[Path]:
+    """Every source file of a style (see :func:`fetch_source`). Files without a published checksum are only
+    trusted once they convert, so their style is converted now (``convert`` converts any style); a file that
+    does not convert is deleted again, so a wrong file never makes a style look available."""
+    s = _settings(settings)
+    if url is not None and len(style.sources) != 1:
+        raise ModelStoreError(f"{style.id} is built from {len(style.sources)} files; one --url can't name them")
+    paths = [fetch_source(src, s, url=url, timeout=timeout, progress=progress(src) if progress else None)
+             for src in style.sources]
+    if convert or any(src.sha256 is None for src in style.sources):
+        try:
+            prepare_style(style, s, force=url is not None)
+        except ModelStoreError:
+            for src, path in zip(style.sources, paths, strict=True):
+                if src.sha256 is None and path.is_relative_to(s.home / "downloads"):
+                    path.unlink(missing_ok=True)
+            raise
+    return paths
+
+
+def fetch(names: Iterable[str] | None = None, settings: Settings | None = None, *, timeout: float = 60.0,
+          progress: Callable[[Source], downloads.Progress | None] | None = None,
+          on_result: Callable[[str, str], None] | None = None) -> dict[str, str]:
+    """Download the given styles' files (none given: every style, the face detector and the other models).
+    Returns {name: 'ok' | 'failed: why'}; one failure doesn't stop the rest."""
+    s = _settings(settings)
+    jobs: list[tuple[str, Callable[[], object]]] = []
+    for style in [get_style(n) for n in candidates_ids(names)] if names else all_styles():
+        jobs.append((style.id, functools.partial(fetch_style, style, s, timeout=timeout, progress=progress)))
+    if not names:
+        for name, source in EXTRA_SOURCES.items():
+            jobs.append((name, functools.partial(fetch_source, source, s, timeout=timeout,
+                                                 progress=progress(source) if progress else None)))
+    results: dict[str, str] = {}
+    for name, job in jobs:
+        try:
+            job()
+            results[name] = "ok"
+        except ModelStoreError as exc:
+            results[name] = f"failed: {exc}"
+        if on_result:
+            on_result(name, results[name])
+    return results
+
+
+def candidates_ids(names: Iterable[str]) -> list[str]:
+    """Style ids for user-given names: an alias means its first candidate."""
+    return [candidates(n)[0] for n in names]
 
 
 def add_local(style_id: str, path: Path, settings: Settings | None = None) -> Path:
@@ -317,29 +366,3 @@ def style_for_file(path: Path) -> str | None:
     name = Path(path).name
     matches = [st.id for st in all_styles() if len(st.sources) == 1 and Path(st.sources[0].path).name == name]
     return matches[0] if len(matches) == 1 else None
-
-
-def _download(url: str, part: Path, timeout: float) -> None:
-    have = part.stat().st_size if part.exists() else 0
-    request = urllib.request.Request(url, headers={"Range": f"bytes={have}-"} if have else {})
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            # 206: the server resumed where we stopped; 200: it sent the whole file, so start over.
-            mode = "ab" if have and response.status == 206 else "wb"
-            expected = response.headers.get("Content-Length")
-            with open(part, mode) as fh:
-                start = fh.tell()
-                shutil.copyfileobj(response, fh, _CHUNK)
-                received = fh.tell() - start
-            # http.client returns a short body without complaint when the connection drops; check it ourselves.
-            if expected is not None and received < int(expected):
-                raise ModelStoreError(
-                    f"download from {url} was cut off after {received} of {expected} bytes; "
-                    "run the same command again to resume"
-                )
-    except urllib.error.HTTPError as exc:
-        if exc.code == 416 and have:  # the .part file already holds the whole file
-            return
-        raise ModelStoreError(f"download from {url} failed: HTTP {exc.code}") from exc
-    except OSError as exc:
-        raise ModelStoreError(f"download from {url} failed: {exc}; run the same command again to resume") from exc

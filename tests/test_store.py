@@ -1,14 +1,12 @@
-"""The model store: idempotent and concurrent prepare, checksums, aliases, and fetch from a local HTTP server."""
+"""The model store: idempotent and concurrent prepare, checksums, aliases, fetch of the port's unchecked files."""
 
 from __future__ import annotations
 
 import dataclasses
-import http.server
 import os
 import shutil
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
@@ -17,6 +15,7 @@ import torch
 from anipaint import store
 from anipaint.errors import ModelStoreError, StyleError
 from anipaint.settings import get_settings
+from mirror import serving
 
 
 def _settings(home: Path, sources: Path | None = None):
@@ -94,51 +93,24 @@ def test_aliases_resolve_to_best_available(tmp_path, sources):
         store.resolve("face-paint", s)
 
 
-class _FlakyRangeHandler(http.server.BaseHTTPRequestHandler):
-    """Serves one file with Range support; the first request is cut off halfway, like a dropped connection."""
-
-    payload = b""
-    requests: list[str | None] = []
-
-    def do_GET(self):  # noqa: N802 - http.server's naming
-        rng = self.headers.get("Range")
-        type(self).requests.append(rng)
-        start = int(rng.split("=")[1].split("-")[0]) if rng else 0
-        body = self.payload[start:]
-        self.send_response(206 if rng else 200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        if len(type(self).requests) == 1:
-            self.wfile.write(body[: len(body) // 2])
-            self.wfile.flush()
-            self.connection.shutdown(2)  # drop the connection mid-transfer
-            return
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
-
-
-def test_fetch_resumes_after_a_dropped_connection(tmp_path, prepared_store):
+def test_fetch_of_a_port_file_resumes_and_converts(tmp_path, prepared_store):
+    """A port .pt file has no published checksum: it is trusted once it converts, and a cut transfer resumes."""
+    site = tmp_path / "site"
+    site.mkdir()
     # A real PyTorch-port-format file: the converted v2 Hayao state dict under the port's key names.
-    port_file = tmp_path / "face_paint_512_v2.pt"
-    shutil.copy(prepared_store / "v2-hayao" / "model.pt", port_file)
-    _FlakyRangeHandler.payload = port_file.read_bytes()
-    _FlakyRangeHandler.requests = []
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _FlakyRangeHandler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{server.server_address[1]}/face_paint_512_v2.pt"
+    shutil.copy(prepared_store / "v2-hayao" / "model.pt", site / "face_paint_512_v2.pt")
+    size = (site / "face_paint_512_v2.pt").stat().st_size
     s = _settings(tmp_path / "home")
-    try:
+    style = store.get_style("v2-face-paint-512-v2")
+    with serving(site, cut=("face_paint_512_v2.pt",)) as mirror:
+        url = f"{mirror.url}/face_paint_512_v2.pt"
         with pytest.raises(ModelStoreError, match="again to resume"):
-            store.fetch("v2-face-paint-512-v2", s, url=url, timeout=5)
+            store.fetch_style(style, s, url=url, timeout=5)
         part = s.home / "downloads" / "animegan2-pytorch" / "face_paint_512_v2.pt.part"
-        assert 0 < part.stat().st_size < len(_FlakyRangeHandler.payload)
-        path = store.fetch("v2-face-paint-512-v2", s, url=url, timeout=5)
-    finally:
-        server.shutdown()
-    assert _FlakyRangeHandler.requests[1] == f"bytes={len(_FlakyRangeHandler.payload) // 2}-"
-    assert path.read_bytes() == _FlakyRangeHandler.payload
+        assert 0 < part.stat().st_size < size
+        [path] = store.fetch_style(style, s, url=url, timeout=5)
+        assert mirror.requested("face_paint_512_v2.pt") == [None, f"bytes={size // 2}-"]
+    assert path.read_bytes() == (site / "face_paint_512_v2.pt").read_bytes()
     assert not part.exists()
     assert store.resolve("face-paint", s).id == "v2-face-paint-512-v2"
     from anipaint import get_painter
@@ -154,17 +126,12 @@ def _tiny():
 
 
 def test_fetch_rejects_a_file_that_is_not_a_port_state_dict(tmp_path):
-    junk = tmp_path / "junk.pt"
-    torch.save({"conv.weight": torch.zeros(3)}, junk)
-    handler = type("H", (_FlakyRangeHandler,), {"payload": junk.read_bytes(), "requests": ["skip-first-cut"]})
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    site = tmp_path / "site"
+    site.mkdir()
+    torch.save({"conv.weight": torch.zeros(3)}, site / "paprika.pt")
     s = _settings(tmp_path / "home")
-    try:
-        with pytest.raises(ModelStoreError, match="v2-paprika"):
-            store.fetch("v2-paprika", s, url=f"http://127.0.0.1:{server.server_address[1]}/paprika.pt", timeout=5)
-    finally:
-        server.shutdown()
+    with serving(site) as mirror, pytest.raises(ModelStoreError, match="v2-paprika"):
+        store.fetch_style(store.get_style("v2-paprika"), s, url=f"{mirror.url}/paprika.pt", timeout=5)
     assert not (s.home / "downloads" / "animegan2-pytorch" / "paprika.pt").exists()
 
 

