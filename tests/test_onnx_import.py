@@ -14,9 +14,9 @@ import pytest
 import torch
 from PIL import Image
 
-from anipaint.importers.graph_module import GraphModule
-from anipaint.importers.ir import Graph
 from anipaint.importers.onnx_graph import OnnxImportError, convert_graph, read_onnx
+from anipaint.networks.graph_module import GraphModule
+from anipaint.networks.ir import Graph
 
 ort = pytest.importorskip("onnxruntime")
 

@@ -1,4 +1,4 @@
-"""ONNX models (tf2onnx exports) -> the graph IR, so :class:`~.graph_module.GraphModule` runs them on every backend.
+"""ONNX models (tf2onnx exports) -> the graph IR, run by :class:`~anipaint.networks.graph_module.GraphModule`.
 
 tf2onnx writes TensorFlow's NHWC graphs in ONNX's NCHW vocabulary: a Transpose before the first Conv, NCHW
 convolutions and norms, Transposes back where the TF graph needed NHWC. The IR speaks TensorFlow (NHWC), so the
@@ -24,7 +24,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from .ir import Graph, Node
+from anipaint.networks.ir import Graph, Node
 
 _FLOATS = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.DOUBLE, onnx.TensorProto.BFLOAT16}
 _INTS = {onnx.TensorProto.INT32, onnx.TensorProto.INT64, onnx.TensorProto.INT8, onnx.TensorProto.UINT8}
@@ -568,7 +568,7 @@ def read_onnx(path: Path | str) -> Graph:
 
 def convert_graph(sources: list[Path], out_dir: Path) -> dict[str, Any]:
     """An ONNX network run by the graph executor -> ``out_dir/model.pt`` holding ``Graph.to_dict()``."""
-    from .graph_module import GraphModule, save_graph
+    from anipaint.networks.graph_module import GraphModule, save_graph
 
     graph = read_onnx(sources[0])
     module = GraphModule(graph)  # fails here, not at first use, if the executor lacks an op
