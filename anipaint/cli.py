@@ -9,7 +9,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from anipaint.errors import AnipaintError
+from anipaint.errors import AnipaintError, LicenceError
 from anipaint.settings import Settings, get_settings
 
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".webp", ".bmp", ".tif", ".tiff", ".gif"}
@@ -37,6 +37,15 @@ def _max_side(value: str) -> int | None:
     return n
 
 
+def _strength(value: str) -> float:
+    from anipaint.postprocess import check_strength
+
+    try:
+        return check_strength(value)
+    except AnipaintError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def cmd_convert(args: argparse.Namespace) -> int:
     from anipaint import imaging
     from anipaint.painter import get_painter
@@ -44,7 +53,8 @@ def cmd_convert(args: argparse.Namespace) -> int:
     settings = _settings(args)
     painter = get_painter(args.style, settings)
     src, dst = Path(args.input), Path(args.output)
-    options = {"max_side": args.max_side, "faces": args.faces, "face_style": args.face_style}
+    options = {"max_side": args.max_side, "faces": args.faces, "face_style": args.face_style,
+               "strength": args.strength}
     if src.is_dir():
         return _convert_folder(painter, src, dst, options)
     if not src.exists():
@@ -90,7 +100,8 @@ def _convert_video(painter, src: Path, dst: Path, options: dict) -> int:
             bar.total = total or None
             bar.update(done - bar.n)
 
-        facts = paint_video(painter, src, dst, max_side=options["max_side"], faces=faces, on_frame=advance)
+        facts = paint_video(painter, src, dst, max_side=options["max_side"], faces=faces,
+                            strength=options["strength"], on_frame=advance)
     print(
         f"{src} → {dst} ({painter.style.id}, {facts['frames']} frames, {facts['width']}×{facts['height']}, "
         f"{time.perf_counter() - start:.1f} s)"
@@ -131,11 +142,14 @@ def cmd_styles(args: argparse.Namespace) -> int:
 
     settings = _settings(args)
     statuses = store.style_status(settings)
+    if not statuses:  # only in commercial-only mode, when no row's licence allows commercial use
+        print("no style here is cleared for commercial use (commercial-only mode); see the README's licence table")
+        return 0
     width = max(len(st.style.id) for st in statuses)
     for st in statuses:
         mark = "ready" if st.prepared else ("available" if st.available else "unavailable")
         extra = f"  ({st.reason})" if st.reason else ""
-        print(f"{st.style.id:<{width}}  {mark:<11}  {st.style.label}{extra}")
+        print(f"{st.style.id:<{width}}  {mark:<11}  {st.style.licence.id:<15}  {st.style.label}{extra}")
     return 0
 
 
@@ -223,9 +237,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from anipaint.service.app import serve
 
     settings = _settings(args)
+    if args.commercial_only:
+        settings = dataclasses.replace(settings, commercial_only=True)
     if not settings.broker_url:  # a web process for remote workers paints nothing itself
         try:
             store.resolve(None, settings)
+        except LicenceError:
+            raise  # commercial-only mode with nothing to offer: its own sentence says so
         except AnipaintError:
             raise AnipaintError(_missing_default(settings)) from None
     serve(args.host or settings.host, args.port or settings.port, settings)
@@ -272,6 +290,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-side", type=_max_side, default=DEFAULT, help="cap the long side (default 512; 'original')")
     p.add_argument("--faces", action=argparse.BooleanOptionalAction, default=None, help="restyle faces separately")
     p.add_argument("--face-style", default=None, help="style for faces (default: same as --style)")
+    p.add_argument("--strength", type=_strength, default=1.0,
+                   help="how much of the style: 0 = the photo, 1 = the full style (default)")
     p.set_defaults(func=cmd_convert)
 
     p = sub.add_parser("styles", help="list styles and whether they are available")
@@ -297,6 +317,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("serve", help="serve the web page and HTTP API")
     p.add_argument("--host", default=None)
     p.add_argument("--port", type=int, default=None)
+    p.add_argument("--commercial-only", action="store_true", default=None,
+                   help="offer only styles whose licence allows commercial use (ANIPAINT_COMMERCIAL_ONLY=1)")
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("worker", help="run a Celery worker for a scaled-out service (needs ANIPAINT_BROKER_URL)")

@@ -15,8 +15,16 @@ class ImageTooLargeError(ImageError):
     """The image has more pixels or bytes than the configured limit."""
 
 
+class OptionError(AnipaintError, ValueError):
+    """A painting option is out of its range (for example a style strength above 1)."""
+
+
 class StyleError(AnipaintError, LookupError):
     """The style is unknown or not available on this machine."""
+
+
+class LicenceError(StyleError):
+    """The style's licence does not allow the use this installation is limited to (commercial-only mode)."""
 
 
 class ModelStoreError(AnipaintError):

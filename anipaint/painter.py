@@ -72,10 +72,13 @@ class Painter:
         max_side: int | None = DEFAULT,
         faces: bool | None = None,
         face_style: str | None = None,
+        strength: float = 1.0,
         progress: Progress | None = None,
     ) -> Image.Image:
         """Paint a picture. ``max_side`` caps the long side (None or 0: full resolution, tiled);
-        ``faces`` restyles each face at its own resolution (default from settings)."""
+        ``faces`` restyles each face at its own resolution (default from settings);
+        ``strength`` mixes the style with the photo (0: the photo, 1: the full style)."""
+        strength = postprocess.check_strength(strength)
         report = progress or (lambda stage, fraction: None)
         timings: dict[str, float] = {}
         t0 = time.perf_counter()
@@ -95,7 +98,7 @@ class Painter:
             painted = self._enhance_faces(work, painted, face_style)
             timings["faces"] = time.perf_counter() - t2
         report("encode", 0.95)
-        result = postprocess.finish(painted, work.alpha)
+        result = postprocess.finish(painted, work.alpha, work.rgb, strength)
         timings["total"] = time.perf_counter() - t0
         self.last_timings = timings
         report("done", 1.0)

@@ -1,5 +1,8 @@
 """The style table: one row per style, the only place that knows style ids, sources and licences.
 
+Each style's ``licence`` is a row of the licence table below (:class:`Licence`): its id, terms and origin
+decide whether a commercial-only installation offers the style (see :func:`anipaint.store.resolve`).
+
 A style's ``architecture`` says which network runs it and ``importer`` which converter turns its source files
 into the model store's artefact (see :mod:`anipaint.store`).
 """
@@ -10,20 +13,74 @@ from dataclasses import dataclass, field
 
 from anipaint.errors import StyleError
 
-V2_LICENCE = (
-    "AnimeGANv2 weights: free for non-commercial use (research, teaching, personal); "
-    "commercial use needs the author's permission (TachibanaYoshino/AnimeGANv2)."
+# Licence id → whether it allows commercial use.
+LICENCE_IDS: dict[str, bool] = {"Apache-2.0": True, "CC-BY-NC-SA-4.0": False, "non-commercial": False}
+
+
+@dataclass(frozen=True)
+class Licence:
+    """The terms a style's weights come with. ``id`` is one of :data:`LICENCE_IDS`."""
+
+    id: str
+    text: str  # the terms, as a user should read them
+    source: str  # where the weights and their terms come from
+    note: str = ""  # what else a user should know before relying on it (training data, provenance)
+
+    def __post_init__(self) -> None:
+        if self.id not in LICENCE_IDS:
+            raise ValueError(f"unknown licence id {self.id!r}; known: {', '.join(LICENCE_IDS)}")
+
+    @property
+    def commercial(self) -> bool:
+        """Whether the weights' own licence allows commercial use."""
+        return LICENCE_IDS[self.id]
+
+
+V1_LICENCE = Licence(
+    "non-commercial",
+    "AnimeGAN weights: free for non-commercial use only (research, teaching, personal use); commercial use needs "
+    "the author's (TachibanaYoshino) permission.",
+    "https://github.com/TachibanaYoshino/AnimeGAN, via https://github.com/coolseaweed/AnimeGAN-js",
 )
-V1_LICENCE = (
-    "AnimeGAN weights: non-commercial use only (TachibanaYoshino/AnimeGAN licence), via coolseaweed/AnimeGAN-js."
+V1_JS_LICENCE = Licence(
+    "non-commercial",
+    V1_LICENCE.text,
+    "https://github.com/coolseaweed/AnimeGAN-js (under TachibanaYoshino/AnimeGAN's licence)",
+    "Trained by the AnimeGAN-js author with the AnimeGAN network; provenance otherwise unknown.",
 )
-V1_JS_LICENCE = (
-    V1_LICENCE + " Trained by the AnimeGAN-js author with the AnimeGAN network; provenance otherwise unknown."
+V2_LICENCE = Licence(
+    "non-commercial",
+    "AnimeGANv2 weights: free for non-commercial use (research, teaching, personal use); commercial use needs "
+    "the author's (TachibanaYoshino) permission.",
+    "https://github.com/TachibanaYoshino/AnimeGANv2",
 )
-V3_LICENCE = "AnimeGANv3 weights: non-commercial use only (TachibanaYoshino/AnimeGANv3 licence)."
-PORT_LICENCE = (
-    "bryandlee/animegan2-pytorch weights (MIT repository), trained with AnimeGANv2; "
-    "AnimeGANv2's non-commercial terms apply to the style."
+V3_LICENCE = Licence(
+    "non-commercial",
+    "AnimeGANv3 weights: non-commercial use only; commercial use needs the author's (TachibanaYoshino) permission.",
+    "https://github.com/TachibanaYoshino/AnimeGANv3",
+)
+PORT_LICENCE = Licence(
+    "non-commercial",
+    "Weights trained with AnimeGANv2, published in an MIT repository; AnimeGANv2's non-commercial terms apply "
+    "to the style.",
+    "https://github.com/bryandlee/animegan2-pytorch",
+)
+WHITEBOX_LICENCE = Licence(
+    "CC-BY-NC-SA-4.0",
+    "White-box Cartoonization weights: Creative Commons BY-NC-SA 4.0 — credit the authors, non-commercial use "
+    "only, share adaptations alike.",
+    "https://github.com/SystemErrorWang/White-box-Cartoonization, TFLite copy from "
+    "https://github.com/margaretmz/Cartoonizer-with-TFLite (Apache-2.0 repository)",
+)
+CARTOONGAN_LICENCE = Licence(
+    "Apache-2.0",
+    "CartoonGAN light weights: Apache License 2.0 — commercial use allowed; keep the licence and notices.",
+    "https://github.com/mnicnc404/CartoonGan-tensorflow (exported_models/, commit 2f26a52)",
+    "Trained on frames of anime films: the licence covers the weights, not the rights in the films they learned "
+    "from.",
+)
+LICENCES: tuple[Licence, ...] = (
+    V1_LICENCE, V1_JS_LICENCE, V2_LICENCE, V3_LICENCE, PORT_LICENCE, WHITEBOX_LICENCE, CARTOONGAN_LICENCE
 )
 # The port's weights are not in the index of public files this project's origins were checked against, so this
 # address follows the repository's main branch; its files have no published checksum (the converter checks them).
@@ -81,20 +138,19 @@ class Style:
     id: str
     label: str
     architecture: str  # animeganv2 | animeganv1 | graph | onnx
-    importer: str  # a key of anipaint.importers.CONVERTERS
+    importer: str  # tflite_v2 | tfjs_v1 | torch_port | tflite_graph | graphdef_pb | onnx
     sources: tuple[Source, ...]
-    licence: str
+    licence: Licence
     input_size: int = 512  # preferred working size of the long side
     description: str = ""
     tags: tuple[str, ...] = field(default_factory=tuple)
-    kind: str = "style"  # "style": paints whole pictures; "face": made for aligned face crops only
 
     @property
     def family(self) -> str:
         return self.id.split("-", 1)[0]
 
 
-def _v1(name: str, label: str, licence: str, description: str) -> Style:
+def _v1(name: str, label: str, licence: Licence, description: str) -> Style:
     folder = f"animegan_v1/{name}"
     return Style(
         id=f"v1-{name.replace('_', '-')}",
@@ -184,8 +240,8 @@ STYLES: tuple[Style, ...] = (
     Style(
         id="v3-cute",
         label="Cute (AnimeGANv3 tiny)",
-        architecture="graph",
-        importer="onnx_graph",
+        architecture="onnx",
+        importer="onnx",
         sources=(
             Source(
                 "animeganv3/AnimeGANv3_tiny_Cute.onnx",
@@ -195,36 +251,6 @@ STYLES: tuple[Style, ...] = (
         ),
         licence=V3_LICENCE,
         description="Soft and cute; the fastest style.",
-    ),
-    Style(
-        id="v3-sketch",
-        label="Portrait sketch (AnimeGANv3)",
-        architecture="graph",
-        importer="onnx_graph",
-        sources=(
-            Source(
-                "animeganv3/AnimeGANv3_PortraitSketch_fp16.onnx",
-                "b78d071098843614408f55760acfff670afb597d035d198a9a122e37f8b10b88",
-            ),
-        ),
-        licence=V3_LICENCE,
-        description="Bold black ink lines on white; whole photos and faces.",
-    ),
-    Style(
-        id="v3-jp-face",
-        label="JP face (AnimeGANv3, face crops)",
-        architecture="graph",
-        importer="onnx_graph",
-        sources=(
-            Source(
-                "animeganv3/AnimeGANv3_JP_face_v1.0_fp16.onnx",
-                "696daebf32d80d25b54072901fdfcf80775176c7e06fe678be1ea93ea6f97c18",
-            ),
-        ),
-        licence=V3_LICENCE,
-        description="Turns an aligned face crop into an anime face (big eyes, clean skin, drawn hair); "
-        "on a whole photo it blanks the faces.",
-        kind="face",
     ),
     Style(
         id="v2-hayao",
@@ -274,7 +300,6 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "shinkai": ("v1-shinkai", "v3-shinkai"),
     "paprika": ("v2-paprika", "v1-paprika"),
     "cute": ("v3-cute",),
-    "sketch": ("v3-sketch",),
     "charge": ("v1-charge",),
     "iblard": ("v1-iblard",),
     "strange-daddy": ("v1-strange-daddy",),

@@ -59,7 +59,9 @@ class Settings:
     background: str = "all"
 
     # Picture defaults.
-    default_style: str = "v3-hayao"
+    default_style: str = "v3-hayao"  # falls back to an offered style in commercial-only mode
+    # Offer only styles whose weights' licence allows commercial use; every other style is refused.
+    commercial_only: bool = False
     max_side: int = 512  # long-side cap; 0 / None at call time means full resolution (tiled)
     tile_size: int = 512  # tile edge for full-resolution painting
     tile_overlap: int = 64  # overlap blended between tiles

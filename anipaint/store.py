@@ -28,7 +28,7 @@ from filelock import FileLock
 
 from anipaint import downloads, importers
 from anipaint.downloads import sha256_file
-from anipaint.errors import ModelStoreError, StyleError
+from anipaint.errors import LicenceError, ModelStoreError, StyleError
 from anipaint.registry import EXTRA_SOURCES, FACE_DETECTOR, Source, Style, all_styles, candidates, get_style
 from anipaint.settings import Settings, get_settings
 
@@ -128,11 +128,34 @@ def _verified_sources(style: Style, settings: Settings) -> list[Path]:
     return paths
 
 
+def offered(style: Style, settings: Settings | None = None) -> bool:
+    """Whether this installation offers the style at all (commercial-only mode hides non-commercial weights)."""
+    return style.licence.commercial or not _settings(settings).commercial_only
+
+
+def refuse_unoffered(style: Style, settings: Settings | None = None) -> None:
+    """Raise the one refusal every front end shows for a style its licence keeps out of commercial-only mode."""
+    if not offered(style, settings):
+        raise LicenceError(
+            f"style {style.id!r} is refused: its licence ({style.licence.id}) does not allow commercial use, and "
+            "this installation offers only styles cleared for commercial use (commercial-only mode)"
+        )
+
+
+def _usable(style: Style, s: Settings) -> bool:
+    """Prepared, its sources are here, or it downloads on first use."""
+    if is_prepared(style, s) or all(locate_source(src, s) for src in style.sources):
+        return True
+    return s.auto_fetch and downloadable(style, s)
+
+
 def style_status(settings: Settings | None = None) -> list[StyleStatus]:
-    """Every registry style with whether it can be used here, and why not."""
+    """Every style this installation offers, with whether it can be used here, and why not."""
     s = _settings(settings)
     out: list[StyleStatus] = []
     for style in all_styles():
+        if not offered(style, s):
+            continue
         if is_prepared(style, s):
             out.append(StyleStatus(style, True, True))
             continue
@@ -148,15 +171,26 @@ def style_status(settings: Settings | None = None) -> list[StyleStatus]:
 
 
 def resolve(name: str | None, settings: Settings | None = None) -> Style:
-    """A style id or alias → the best style available here (raises StyleError)."""
+    """A style id or alias (None: the default style) → the best style available here.
+
+    Raises StyleError, or LicenceError for a style that commercial-only mode refuses. In that mode the default
+    style falls back to the first offered style available here."""
     s = _settings(settings)
     ids = candidates(name or s.default_style)
-    for style_id in ids:
-        style = get_style(style_id)
-        if is_prepared(style, s) or all(locate_source(src, s) for src in style.sources):
+    allowed = [get_style(i) for i in ids if offered(get_style(i), s)]
+    if not allowed and name:
+        refuse_unoffered(get_style(ids[0]), s)
+    for style in allowed:
+        if _usable(style, s):
             return style
-        if s.auto_fetch and downloadable(style, s):
-            return style
+    if not name and s.commercial_only:
+        for style in all_styles():
+            if offered(style, s) and _usable(style, s):
+                return style
+        raise LicenceError(
+            "no style available here is cleared for commercial use (commercial-only mode); "
+            "see `anipaint styles` and the README's licence table"
+        )
     raise StyleError(f"style {name!r} is not available here (tried {', '.join(ids)}); see `anipaint styles`")
 
 

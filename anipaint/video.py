@@ -29,6 +29,7 @@ def paint_video(
     *,
     max_side: int | None = 512,
     faces: bool | None = False,
+    strength: float = 1.0,
     on_frame: Callable[[int, int], None] | None = None,
 ) -> dict:
     """Paint every frame of ``src`` into ``dst`` (.mp4). Returns {"frames", "fps", "width", "height"}.
@@ -69,7 +70,7 @@ def paint_video(
                     out.mux(packet)
                     continue
                 for frame in packet.decode():
-                    painted = painter.paint(frame.to_image(), max_side=max_side, faces=faces)
+                    painted = painter.paint(frame.to_image(), max_side=max_side, faces=faces, strength=strength)
                     arr = _even(np.asarray(painted.convert("RGB")))
                     for p in vout.encode(av.VideoFrame.from_ndarray(arr, format="rgb24")):
                         out.mux(p)

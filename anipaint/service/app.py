@@ -22,7 +22,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from anipaint import __version__, imaging, store
-from anipaint.errors import ImageError, ImageTooLargeError, StyleError
+from anipaint.errors import ImageError, ImageTooLargeError, LicenceError, StyleError
 from anipaint.service.jobs import (
     JobInfo,
     JobNotDoneError,
@@ -117,6 +117,8 @@ def create_app(settings: Settings | None = None, queue: JobQueue | None = None) 
         cap = parse_max_side(max_side, s.max_side)
         try:
             chosen = store.resolve(style or None, s)
+        except LicenceError as exc:
+            raise HTTPException(403, str(exc)) from None
         except StyleError as exc:
             raise HTTPException(400, str(exc)) from None
         data = await read_upload(image, s.max_upload_bytes)
@@ -249,7 +251,10 @@ def create_app(settings: Settings | None = None, queue: JobQueue | None = None) 
                 "id": st.style.id,
                 "label": st.style.label,
                 "description": st.style.description,
-                "licence": st.style.licence,
+                "licence": st.style.licence.id,
+                "licence_text": " ".join(filter(None, (st.style.licence.text, st.style.licence.note))),
+                "licence_source": st.style.licence.source,
+                "commercial": st.style.licence.commercial,
                 "available": st.available,
                 "reason": st.reason,
                 "thumbnail": f"/api/styles/{st.style.id}/thumbnail",
@@ -267,6 +272,12 @@ def create_app(settings: Settings | None = None, queue: JobQueue | None = None) 
     async def thumbnail(style_id: str) -> Response:
         found = [st for st in await asyncio.to_thread(store.style_status, s) if st.style.id == style_id]
         if not found:
+            try:
+                store.refuse_unoffered(store.get_style(style_id), s)
+            except LicenceError as exc:
+                raise HTTPException(403, str(exc)) from None
+            except StyleError:
+                pass
             raise HTTPException(404, f"unknown style {style_id!r}")
         png, final = await asyncio.to_thread(thumbs.get, found[0].style, found[0].available)
         headers = {

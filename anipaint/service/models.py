@@ -33,7 +33,10 @@ class StyleOut(BaseModel):
     id: str
     label: str
     description: str
-    licence: str
+    licence: str = Field(description="Licence id of the weights: Apache-2.0, CC-BY-NC-SA-4.0 or non-commercial.")
+    licence_text: str = Field(description="The licence's terms, and what else to know (training data).")
+    licence_source: str = Field(description="Where the weights and their terms come from.")
+    commercial: bool = Field(description="Whether the weights' licence allows commercial use.")
     available: bool
     reason: str | None = Field(None, description="Why the style is not available here.")
     thumbnail: str = Field(description="URL of a sample picture painted in this style.")
