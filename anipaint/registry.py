@@ -138,12 +138,13 @@ class Style:
     id: str
     label: str
     architecture: str  # animeganv2 | animeganv1 | graph | onnx
-    importer: str  # tflite_v2 | tfjs_v1 | torch_port | tflite_graph | graphdef_pb | onnx
+    importer: str  # a key of anipaint.importers.CONVERTERS
     sources: tuple[Source, ...]
     licence: Licence
     input_size: int = 512  # preferred working size of the long side
     description: str = ""
     tags: tuple[str, ...] = field(default_factory=tuple)
+    kind: str = "style"  # "style": paints whole pictures; "face": made for aligned face crops only
 
     @property
     def family(self) -> str:
@@ -240,8 +241,8 @@ STYLES: tuple[Style, ...] = (
     Style(
         id="v3-cute",
         label="Cute (AnimeGANv3 tiny)",
-        architecture="onnx",
-        importer="onnx",
+        architecture="graph",
+        importer="onnx_graph",
         sources=(
             Source(
                 "animeganv3/AnimeGANv3_tiny_Cute.onnx",
@@ -251,6 +252,36 @@ STYLES: tuple[Style, ...] = (
         ),
         licence=V3_LICENCE,
         description="Soft and cute; the fastest style.",
+    ),
+    Style(
+        id="v3-sketch",
+        label="Portrait sketch (AnimeGANv3)",
+        architecture="graph",
+        importer="onnx_graph",
+        sources=(
+            Source(
+                "animeganv3/AnimeGANv3_PortraitSketch_fp16.onnx",
+                "b78d071098843614408f55760acfff670afb597d035d198a9a122e37f8b10b88",
+            ),
+        ),
+        licence=V3_LICENCE,
+        description="Bold black ink lines on white; whole photos and faces.",
+    ),
+    Style(
+        id="v3-jp-face",
+        label="JP face (AnimeGANv3, face crops)",
+        architecture="graph",
+        importer="onnx_graph",
+        sources=(
+            Source(
+                "animeganv3/AnimeGANv3_JP_face_v1.0_fp16.onnx",
+                "696daebf32d80d25b54072901fdfcf80775176c7e06fe678be1ea93ea6f97c18",
+            ),
+        ),
+        licence=V3_LICENCE,
+        description="Turns an aligned face crop into an anime face (big eyes, clean skin, drawn hair); "
+        "on a whole photo it blanks the faces.",
+        kind="face",
     ),
     Style(
         id="v2-hayao",
@@ -300,6 +331,7 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "shinkai": ("v1-shinkai", "v3-shinkai"),
     "paprika": ("v2-paprika", "v1-paprika"),
     "cute": ("v3-cute",),
+    "sketch": ("v3-sketch",),
     "charge": ("v1-charge",),
     "iblard": ("v1-iblard",),
     "strange-daddy": ("v1-strange-daddy",),

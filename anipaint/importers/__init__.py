@@ -20,6 +20,7 @@ CONVERTERS: dict[str, str] = {
     "graphdef_pb": "anipaint.importers.graphdef:convert_pb",
     "torch_port": "anipaint.importers.torch_port:convert",
     "onnx": "anipaint.importers.onnx_model:convert",
+    "onnx_graph": "anipaint.importers.onnx_graph:convert_graph",
 }
 
 

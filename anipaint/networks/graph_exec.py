@@ -104,6 +104,7 @@ for _name, _fn in {
     "Identity": lambda t: t, "StopGradient": lambda t: t, "Sqrt": torch.sqrt, "Rsqrt": torch.rsqrt,
     "Tanh": torch.tanh, "Relu": torch.relu, "Relu6": lambda t: t.clamp(0, 6), "Sigmoid": torch.sigmoid,
     "Neg": torch.neg, "Square": torch.square, "Exp": torch.exp, "Abs": torch.abs,
+    "Reciprocal": torch.reciprocal, "Floor": torch.floor,
 }.items():
     OPS[_name] = _unary(_fn)
 
@@ -204,7 +205,7 @@ def _pad(ctx: Context, node: Node, args: list[Val]) -> Val:
 @op("ResizeBilinear")
 def _resize(ctx: Context, node: Node, args: list[Val]) -> Val:
     v, size = args[0], args[1].ints()
-    if node.inputs[1] in ctx.graph.consts:  # constant size: exported for one input size
+    if node.name in ctx.shapes.const_nodes:  # constant size: exported for one input size
         if ctx.record is not None:
             ctx.record[node.name] = list(v.nhwc().shape)
         elif not ctx.at_reference:
@@ -217,7 +218,7 @@ def _resize(ctx: Context, node: Node, args: list[Val]) -> Val:
 @op("Reshape")
 def _reshape(ctx: Context, node: Node, args: list[Val]) -> Val:
     t, shape = args[0].nhwc(), args[1].ints()
-    if node.inputs[1] in ctx.graph.consts:
+    if node.name in ctx.shapes.const_nodes:
         if ctx.record is not None:
             ctx.record[node.name] = list(t.shape)
         elif not ctx.at_reference:
@@ -261,6 +262,14 @@ def _concat(ctx: Context, node: Node, args: list[Val]) -> Val:
     if not all(t.is_floating_point() for t in ts):
         ts = [t.long() for t in ts]
     return Val(torch.cat(ts, dim=axis % ts[0].dim()), False)
+
+
+@op("GatherV2")
+def _gather(ctx: Context, node: Node, args: list[Val]) -> Val:
+    t, idx = args[0].nhwc(), args[1].t.long()
+    axis = args[2].scalar() % t.dim() if len(args) > 2 else 0
+    y = torch.index_select(t, axis, idx.reshape(-1))
+    return Val(y.reshape(list(t.shape[:axis]) + list(idx.shape) + list(t.shape[axis + 1:])), False)
 
 
 @op("Range")

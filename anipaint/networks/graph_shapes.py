@@ -25,10 +25,12 @@ from .ir import Graph
 
 class ShapeRebinder:
     def __init__(self, graph: Graph) -> None:
+        self.reference_shape = _reference_shape(graph)  # logical NHWC
+        # A graph exported with a dynamic input size (no reference shape) only holds constant shapes that hold
+        # at every size (an ONNX export's [-1, 1, 1, C] next to its computed ones): nothing to re-target.
         self.const_nodes = {n.name for n in graph.nodes
                             if n.op in ("Reshape", "ResizeBilinear") and len(n.inputs) > 1
-                            and n.inputs[1] in graph.consts}
-        self.reference_shape = _reference_shape(graph)  # logical NHWC
+                            and n.inputs[1] in graph.consts} if self.reference_shape is not None else set()
         self.reference_in: dict[str, list[int]] | None = None  # node -> logical input shape at reference
 
     @property
