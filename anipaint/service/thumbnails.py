@@ -1,6 +1,7 @@
 """One small sample picture per style, painted on first request and cached as PNG under ``<home>/thumbnails``.
 
-The sample is the first photo in ``<sources>/../samples`` (a gradient when there is none), cropped square.
+The sample is the first photo in ``<sources>/../samples`` (a gradient when there is none), cropped square; a face
+style (``kind="face"``, made for aligned face crops) gets the sample's largest face, aligned as the face pass does.
 Painting happens on one background thread, one style at a time, so a page that asks for every thumbnail at
 once never competes with real jobs for more than one core's worth of work; until a thumbnail is ready the
 caller gets the unpainted sample and is told to ask again.
@@ -25,7 +26,7 @@ from anipaint.settings import Settings
 log = logging.getLogger("anipaint.service")
 
 SIDE = 256  # shown at about 120 CSS pixels: sharp on 2x screens
-VERSION = 1
+VERSION = 2
 _SAMPLE_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp")
 
 
@@ -50,6 +51,7 @@ class Thumbnails:
         self._failed: set[str] = set()
         self._thread: threading.Thread | None = None
         self._sample: Image.Image | None = None
+        self._photo: Image.Image | None = None  # the whole sample photo, for face crops
         self._key = ""
 
     # -- the sample ---------------------------------------------------------------------------------------------
@@ -74,8 +76,25 @@ class Thumbnails:
                         log.warning("cannot read sample %s; using a gradient", path)
                 if img is None:
                     img, self._key = _gradient(SIDE), "gradient"
+                self._photo = img
                 self._sample = ImageOps.fit(img, (SIDE, SIDE), Image.Resampling.LANCZOS)
             return self._sample
+
+    def sample_for(self, style: Style) -> Image.Image:
+        """The picture a style's thumbnail paints: the square sample, or for a face style the largest face."""
+        sample = self.sample()
+        if style.kind != "face":
+            return sample
+        from anipaint import faces, store
+
+        model = store.prepare_face_detector(self.settings)
+        photo = np.asarray(self._photo if self._photo is not None else sample)
+        found = faces.get_face_detector(self.settings, model).detect(photo) if model is not None else []
+        if not found:
+            return sample
+        largest = max(found, key=lambda f: f.box[2] * f.box[3])
+        crop, _ = faces.align_face(photo, largest, SIDE)
+        return Image.fromarray(crop)
 
     def _path(self, style_id: str) -> Path:
         self.sample()
@@ -125,7 +144,7 @@ class Thumbnails:
         shared = get_painter(style.id, self.settings)
         # A style nobody has used yet gets a throwaway painter, so thumbnails don't keep every model in memory.
         painter = shared if shared.loaded else Painter(style, self.settings)
-        img = painter.paint(self.sample(), max_side=SIDE, faces=False)
+        img = painter.paint(self.sample_for(style), max_side=SIDE, faces=False)
         path = self._path(style.id)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")

@@ -11,7 +11,9 @@
     lang: pickLanguage(),
     config: null,
     styles: [],
+    loadedStyles: false,
     style: null,
+    blend: null, // {photoLab, paintedLab, painted: ImageData, out: ImageData, blob}
     file: null,
     fileUrl: null,
     job: null, // {id, style, name, beforeUrl}
@@ -109,12 +111,11 @@
     try {
       const res = await fetch("/api/styles");
       if (!res.ok) throw new Error(String(res.status));
-      const styles = await res.json();
-      styles.sort((a, b) => Number(b.available) - Number(a.available));
-      state.styles = styles;
+      state.styles = await res.json();
+      state.loadedStyles = true;
       let saved = null;
       try { saved = localStorage.getItem("anipaint.style"); } catch (_) { /* ignore */ }
-      const usable = styles.filter((s) => s.available);
+      const usable = state.styles.filter((s) => s.available);
       const pick = usable.find((s) => s.id === saved) || usable.find((s) => s.default) || usable[0];
       state.style = pick ? pick.id : null;
       renderStyles(true);
@@ -128,11 +129,32 @@
     return m ? [m[1], m[2]] : [label, ""];
   }
 
+  // Text with `code` spans, built as nodes (never as HTML).
+  function setCodeText(el, text) {
+    el.textContent = "";
+    text.split("`").forEach((part, i) => {
+      if (!part) return;
+      if (i % 2) { const code = document.createElement("code"); code.textContent = part; el.appendChild(code); }
+      else el.appendChild(document.createTextNode(part));
+    });
+  }
+
+  // Only the styles that can paint here get a card; the others are counted in one "more styles" line.
   function renderStyles(fresh) {
     const box = $("styles");
-    if (!state.styles.length) return;
+    if (!state.loadedStyles) return;
+    const usable = state.styles.filter((s) => s.available);
+    const commercialOnly = Boolean(state.config && state.config.commercial_only);
     if (fresh) box.textContent = "";
-    for (const s of state.styles) {
+    if (!usable.length) {
+      box.textContent = "";
+      const empty = document.createElement("p");
+      empty.className = "style-empty muted";
+      empty.dataset.testid = "styles-empty";
+      setCodeText(empty, t(commercialOnly ? "style.noneCommercial" : "style.none"));
+      box.appendChild(empty);
+    }
+    for (const s of usable) {
       let card = box.querySelector(`[data-style="${CSS.escape(s.id)}"]`);
       if (!card) {
         card = document.createElement("label");
@@ -144,17 +166,15 @@
           '<span class="name"></span><span class="reason"></span>';
         const input = card.querySelector("input");
         input.value = s.id;
-        input.disabled = !s.available;
         input.addEventListener("change", () => selectStyle(s.id));
         box.appendChild(card);
         loadThumbnail(card, s.thumbnail, 0);
       }
       const [name, family] = splitLabel(s.label);
       card.querySelector(".name").textContent = name;
-      card.querySelector(".reason").textContent = s.available ? family : t("style.unavailable");
-      card.title = s.available ? `${s.label}\n${s.description}` : `${s.label}\n${s.reason || ""}`;
-      card.classList.toggle("unavailable", !s.available);
-      card.dataset.available = String(s.available);
+      card.querySelector(".reason").textContent = family;
+      card.title = `${s.label}\n${s.description}\n${t("style.licence", { id: s.licence })}`;
+      card.dataset.licence = s.licence;
       card.classList.toggle("selected", s.id === state.style);
       card.querySelector("input").checked = s.id === state.style;
       const badge = card.querySelector(".badge");
@@ -163,7 +183,30 @@
     }
     const chosen = state.styles.find((s) => s.id === state.style);
     $("style-note").textContent = chosen ? `${chosen.label} — ${chosen.description}` : "";
+    renderLicence(chosen, commercialOnly);
+    const more = state.styles.filter((s) => !s.available);
+    $("more-styles").hidden = !more.length;
+    if (more.length) {
+      setCodeText($("more-styles"), t("style.more", { n: more.length }));
+      $("more-styles").title = more.map((s) => `${s.id}: ${s.reason || ""}`).join("\n");
+    }
     updatePaintButton();
+  }
+
+  function renderLicence(chosen, commercialOnly) {
+    const box = $("style-licence");
+    box.textContent = "";
+    if (!chosen) {
+      if (commercialOnly && state.styles.length) box.textContent = t("style.commercialOnly");
+      return;
+    }
+    const pill = document.createElement("span");
+    pill.className = chosen.commercial ? "lic commercial" : "lic";
+    pill.textContent = t("style.licence", { id: chosen.licence });
+    pill.title = `${chosen.licence_text}\n${chosen.licence_source}`;
+    box.appendChild(pill);
+    const terms = t(chosen.commercial ? "style.licence.commercial" : "style.licence.noncommercial");
+    box.appendChild(document.createTextNode(commercialOnly ? `${terms} · ${t("style.commercialOnly")}` : terms));
   }
 
   function selectStyle(id) {
@@ -234,7 +277,9 @@
     form.append("style", state.style);
     form.append("faces", $("faces").checked ? "true" : "false");
     form.append("max_side", size === "original" ? "0" : size);
-    state.job = { id: null, style: state.style, name: baseName(state.file), beforeUrl: state.fileUrl, finished: false };
+    state.job = {
+      id: null, style: state.style, name: baseName(state.file), beforeUrl: state.fileUrl, file: state.file, finished: false,
+    };
     setBusy(true);
     setProgress({ stage: "uploading", progress: 0, position: 0 });
     if (window.matchMedia("(max-width: 880px)").matches) $("result-card").scrollIntoView({ behavior: "smooth" });
@@ -285,10 +330,15 @@
     showResult(job, info, blob);
   }
 
-  function showResult(job, info, blob) {
+  async function showResult(job, info, blob) {
     if (state.resultUrl) URL.revokeObjectURL(state.resultUrl);
     state.resultUrl = URL.createObjectURL(blob);
-    $("after").src = state.resultUrl;
+    try {
+      await keepForBlending(job, info, blob);
+    } catch (_) {
+      showMessage("error", "err.failed", null, "this browser cannot read the painted picture back");
+      return;
+    }
     $("before").src = job.beforeUrl;
     const compare = $("compare");
     compare.style.aspectRatio = `${info.width} / ${info.height}`;
@@ -296,9 +346,13 @@
     $("placeholder").hidden = true;
     $("compare-slider").value = 50;
     setSplit(50);
+    $("strength").value = 100;
+    setStrength(100);
+    $("strength-row").hidden = false;
     const link = $("download");
     link.href = state.resultUrl;
-    link.download = `${job.name}-anipaint-${info.style}.png`;
+    job.downloadName = `${job.name}-anipaint-${info.style}`;
+    link.download = `${job.downloadName}.png`;
     const style = state.styles.find((s) => s.id === info.style);
     job.info = { style: style ? splitLabel(style.label)[0] : info.style, w: info.width, h: info.height };
     const seconds = ((performance.now() - job.started) / 1000).toFixed(1);
@@ -306,6 +360,76 @@
     $("result-actions").hidden = false;
     $("progress").hidden = true;
     document.body.dataset.state = "done";
+  }
+
+  // ---------------------------------------------------------------- style strength (re-blended here)
+  // The full-strength picture and the photo at its size are kept in L*a*b*; the slider mixes them in place.
+  async function keepForBlending(job, info, blob) {
+    const w = info.width, h = info.height;
+    const canvas = $("after");
+    canvas.width = w;
+    canvas.height = h;
+    const ctx = canvas.getContext("2d", { willReadFrequently: true });
+    const painted = await createImageBitmap(blob);
+    ctx.clearRect(0, 0, w, h);
+    ctx.drawImage(painted, 0, 0);
+    const paintedData = ctx.getImageData(0, 0, w, h);
+    const photo = await createImageBitmap(job.file);
+    const scratch = document.createElement("canvas");
+    scratch.width = w;
+    scratch.height = h;
+    const sctx = scratch.getContext("2d", { willReadFrequently: true });
+    sctx.imageSmoothingQuality = "high";
+    sctx.drawImage(photo, 0, 0, w, h);
+    const photoData = sctx.getImageData(0, 0, w, h);
+    state.blend = {
+      photoLab: window.AnipaintBlend.toLab(photoData.data),
+      paintedLab: window.AnipaintBlend.toLab(paintedData.data),
+      painted: paintedData,
+      out: new ImageData(new Uint8ClampedArray(paintedData.data), w, h),
+      frame: 0,
+      value: 100,
+    };
+  }
+
+  function setStrength(value) {
+    const b = state.blend;
+    const v = Math.min(100, Math.max(0, Math.round(Number(value))));
+    $("strength-value").textContent = `${v}%`;
+    if (!b) return;
+    b.value = v;
+    if (b.frame) return; // one repaint per animation frame, however fast the slider moves
+    b.frame = requestAnimationFrame(() => {
+      b.frame = 0;
+      const ctx = $("after").getContext("2d");
+      if (b.value >= 100) ctx.putImageData(b.painted, 0, 0); // the plain style, exactly
+      else {
+        window.AnipaintBlend.mix(b.photoLab, b.paintedLab, b.value / 100, b.out.data);
+        ctx.putImageData(b.out, 0, 0);
+      }
+      $("compare").dataset.strength = String(b.value);
+    });
+  }
+
+  // The download follows the slider: the server's PNG at 100 %, the blended canvas below.
+  function updateDownload() {
+    const job = state.job;
+    const b = state.blend;
+    if (!job || !b) return;
+    const link = $("download");
+    if (b.value >= 100) {
+      link.href = state.resultUrl;
+      link.download = `${job.downloadName}.png`;
+      return;
+    }
+    const wanted = b.value;
+    requestAnimationFrame(() => $("after").toBlob((png) => {
+      if (!png || state.blend !== b || b.value !== wanted) return;
+      if (state.blendUrl) URL.revokeObjectURL(state.blendUrl);
+      state.blendUrl = URL.createObjectURL(png);
+      link.href = state.blendUrl;
+      link.download = `${job.downloadName}-${wanted}.png`;
+    }, "image/png"));
   }
 
   function showJobFailure(info) {
@@ -368,7 +492,9 @@
   function setProgress(info) {
     const stage = info.status === "queued" ? "queued" : info.stage || info.status;
     state.progress = { stage, progress: info.progress || 0, position: info.position || 0 };
-    document.body.dataset.state = stage === "uploading" ? "uploading" : info.status || "running";
+    // "done" waits for showResult: the picture is fetched and decoded after the job reports done.
+    const status = info.status === "done" ? "running" : info.status || "running";
+    document.body.dataset.state = stage === "uploading" ? "uploading" : status;
     renderProgress();
   }
 
@@ -431,6 +557,8 @@
     $("paint").addEventListener("click", paint);
     $("cancel").addEventListener("click", cancel);
     $("compare-slider").addEventListener("input", (e) => setSplit(e.target.value));
+    $("strength").addEventListener("input", (e) => setStrength(e.target.value));
+    $("strength").addEventListener("change", updateDownload);
     $("lang-toggle").addEventListener("click", () => {
       state.lang = state.lang === "zh" ? "en" : "zh";
       try { localStorage.setItem("anipaint.lang", state.lang); } catch (_) { /* ignore */ }
