@@ -7,6 +7,7 @@ session's ``ANIPAINT_HOME`` (set by conftest.py), so it uses the session model s
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import os
 import signal
@@ -142,3 +143,24 @@ def resized_photo(side: int, quality: int = 85) -> bytes:
     scale = side / max(img.size)
     size = (max(1, round(img.width * scale)), max(1, round(img.height * scale)))
     return jpeg(img.resize(size, Image.Resampling.LANCZOS), quality)
+
+
+@contextlib.contextmanager
+def commercial_only_server(workdir: Path) -> Iterator[Server]:
+    """A server in commercial-only mode, once it answers; ready too if any commercially licensed style is here
+    (with none, its default style cannot load, so /readyz stays 503 and says why)."""
+    from anipaint import store
+    from anipaint.settings import reload_settings
+
+    server = Server(workdir, commercial_only=1)
+    try:
+        deadline = time.monotonic() + READY_TIMEOUT
+        while server.proc.poll() is None and time.monotonic() < deadline:
+            with contextlib.suppress(httpx.TransportError):
+                if server.client.get("/healthz", timeout=2).status_code == 200:
+                    break
+            time.sleep(0.25)
+        settings = dataclasses.replace(reload_settings(), commercial_only=True)
+        yield server.wait_ready() if any(st.available for st in store.style_status(settings)) else server
+    finally:
+        server.stop()

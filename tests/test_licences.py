@@ -20,9 +20,16 @@ from anipaint.errors import LicenceError
 from anipaint.registry import LICENCE_IDS, LICENCES, all_styles, get_style
 from anipaint.settings import reload_settings
 from conftest import GROUP_PHOTO, REPO
+from conftest_service import commercial_only_server, photo_bytes
 
-COMMERCIAL = [s.id for s in all_styles() if s.licence.commercial]
+COMMERCIAL = [s.id for s in all_styles() if s.licence.commercial]  # the Apache-2.0 rows
 NON_COMMERCIAL = [s.id for s in all_styles() if not s.licence.commercial]
+
+
+@pytest.fixture(scope="module")
+def commercial_server(prepared_store, tmp_path_factory):
+    with commercial_only_server(tmp_path_factory.mktemp("commercial")) as server:
+        yield server
 
 
 def _commercial_settings():
@@ -105,3 +112,44 @@ def test_commercial_only_paints_the_apache_styles(prepared_store, group_photo, s
     photo = np.asarray(group_photo.resize(out.shape[1::-1]), np.float64)
     assert out.shape == (512, 512, 3)
     assert np.abs(out - photo).mean() > 8  # restyled
+
+
+# -- the HTTP API of a commercial-only server ----------------------------------------------------------------------
+def test_api_offers_only_commercial_styles(commercial_server) -> None:
+    styles = commercial_server.client.get("/api/styles").json()
+    assert [s["id"] for s in styles] == COMMERCIAL
+    assert all(s["commercial"] and s["licence"] == "Apache-2.0" and "anime films" in s["licence_text"] for s in styles)
+    config = commercial_server.client.get("/api/config").json()
+    assert config["commercial_only"] is True
+    usable = [s["id"] for s in styles if s["available"]]
+    assert config["default_style"] == (usable[0] if usable else None)
+
+
+@pytest.mark.parametrize("route", ["/api/jobs", "/predict"])
+def test_api_refuses_other_styles_with_403_naming_the_licence(commercial_server, route) -> None:
+    with pytest.raises(LicenceError) as refused:
+        get_painter("v3-cute", _commercial_settings())
+    res = commercial_server.client.post(route, files={"image": ("p.jpg", photo_bytes(), "image/jpeg")},
+                                        data={"style": "v3-cute"})
+    assert res.status_code == 403
+    assert res.json() == {"detail": str(refused.value)}
+    thumb = commercial_server.client.get("/api/styles/v3-cute/thumbnail")
+    assert thumb.status_code == 403 and "non-commercial" in thumb.json()["detail"]
+
+
+def test_api_default_style_is_an_offered_one(commercial_server) -> None:
+    res = commercial_server.submit(photo_bytes(), faces="false")
+    if not COMMERCIAL:
+        assert res.status_code == 403
+        assert "no style available here is cleared for commercial use" in res.json()["detail"]
+        return
+    assert res.status_code == 202, res.text
+    assert commercial_server.wait_job(res.json()["id"], timeout=240)["style"] in COMMERCIAL
+
+
+@pytest.mark.parametrize("style_id", COMMERCIAL)
+def test_api_paints_the_apache_styles(commercial_server, style_id) -> None:
+    res = commercial_server.client.post("/predict", files={"image": ("p.jpg", photo_bytes(), "image/jpeg")},
+                                        data={"style": style_id, "faces": "false"})
+    assert res.status_code == 200, res.text
+    assert res.json()["style"] == style_id and res.json()["width"] == 512

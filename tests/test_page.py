@@ -2,16 +2,30 @@
 
 from __future__ import annotations
 
+import base64
 import io
 import os
 import re
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from PIL import Image
 
-from conftest_service import GROUP_PHOTO, REPO, Server, fast_style, photo_bytes, resized_photo, running_server
+from anipaint import postprocess
+from anipaint.registry import all_styles
+from conftest import psnr
+from conftest_service import (
+    GROUP_PHOTO,
+    REPO,
+    Server,
+    commercial_only_server,
+    fast_style,
+    photo_bytes,
+    resized_photo,
+    running_server,
+)
 
 CHROMIUM = Path(os.environ.get("ANIPAINT_CHROMIUM", "/usr/bin/chromium"))
 if not CHROMIUM.exists():
@@ -94,19 +108,36 @@ def _open(page, server: Server) -> None:
 def _wait_thumbnails(page, timeout: float = 90.0) -> None:
     """Let the painted thumbnails arrive (they are made one at a time on first request)."""
     deadline = time.monotonic() + timeout
-    while page.locator(".style-card:not(.unavailable) .thumb.pending").count() and time.monotonic() < deadline:
+    while page.locator(".style-card .thumb.pending").count() and time.monotonic() < deadline:
         page.wait_for_timeout(500)
+
+
+def _canvas_pixels(page) -> np.ndarray:
+    url = page.evaluate("document.getElementById('after').toDataURL('image/png')")
+    return np.asarray(Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1]))).convert("RGB"))
+
+
+def _set_strength(page, value: int) -> None:
+    page.locator('[data-testid="strength"]').fill(str(value))
+    page.wait_for_function(f"document.getElementById('compare').dataset.strength === '{value}'")
 
 
 def test_paint_compare_download(server: Server, page_factory) -> None:
     page = page_factory()
     _open(page, server)
     assert page.locator("#paint").is_disabled()
-    unavailable = page.locator(".style-card.unavailable")
-    for i in range(unavailable.count()):
-        card = unavailable.nth(i)
-        assert card.locator("input").is_disabled()
-        assert "Not available" in card.inner_text()
+    # Only styles that can paint here get a card; the rest are one line saying how to add them.
+    styles = server.client.get("/api/styles").json()
+    available = sorted(s["id"] for s in styles if s["available"])
+    cards = page.locator(".style-card")
+    assert sorted(cards.nth(i).get_attribute("data-style") for i in range(cards.count())) == available
+    missing = [s for s in styles if not s["available"]]
+    more = page.locator('[data-testid="more-styles"]')
+    if missing:
+        assert f"{len(missing)} more styles" in more.inner_text() and "anipaint models fetch" in more.inner_text()
+    else:
+        assert more.is_hidden()
+    assert "Licence: non-commercial" in page.inner_text('[data-testid="style-licence"]')
     _wait_thumbnails(page)
     _shot(page, "page-idle")
 
@@ -220,3 +251,63 @@ def test_api_docs_render_offline(server: Server, page_factory) -> None:
     assert "/predict" in page.inner_text(".swagger-ui")
     assert external == []
     _shot(page, "api-docs", full_page=False)
+
+
+def test_strength_slider_reblends_in_the_browser(server: Server, page_factory, astronaut, tmp_path) -> None:
+    """Under the result, the strength slider mixes the kept photo and painted picture in the browser, in Lab like
+    the library, and sends no request; the download follows it."""
+    photo = np.asarray(astronaut.convert("RGB"))  # 512 px: painted at its own size, so pixels line up
+    src = tmp_path / "astronaut.png"
+    astronaut.save(src)
+    page = page_factory()
+    _open(page, server)
+    page.set_input_files('[data-testid="file-input"]', str(src))
+    page.click(f'[data-testid="style-{fast_style()}"]')
+    page.click('label[for="faces"]')  # the switch: faces off
+    assert not page.is_checked('[data-testid="faces"]')
+    page.click('[data-testid="paint"]')
+    page.wait_for_function("document.body.dataset.state === 'done'", timeout=120_000)
+    assert page.locator('[data-testid="strength-row"]').is_visible()
+    assert page.input_value('[data-testid="strength"]') == "100"
+    with page.expect_download() as info:
+        page.click('[data-testid="download"]')
+    plain = np.asarray(Image.open(info.value.path()).convert("RGB"))
+    assert np.array_equal(_canvas_pixels(page), plain)  # 100 %: the server's picture, exactly
+
+    requests: list[str] = []
+    page.on("request", lambda req: requests.append(req.url))
+    _set_strength(page, 0)
+    assert psnr(_canvas_pixels(page), photo) >= 40.0
+    _set_strength(page, 50)
+    half = _canvas_pixels(page)
+    assert psnr(half, postprocess.blend(photo, plain, 0.5)) >= 45.0  # the library's blend, in the browser
+    assert 20.0 < psnr(half, photo) < 40.0 and 20.0 < psnr(half, plain) < 40.0
+    page.evaluate("window.scrollTo(0, 0)")
+    _shot(page, "page-strength-50")
+    assert not [u for u in requests if "/api/jobs" in u or "/predict" in u], requests
+
+    page.wait_for_function("document.getElementById('download').download.endsWith('-50.png')")
+    with page.expect_download() as info:
+        page.click('[data-testid="download"]')
+    assert info.value.suggested_filename == f"astronaut-anipaint-{fast_style()}-50.png"
+    assert np.array_equal(np.asarray(Image.open(info.value.path()).convert("RGB")), half)
+
+
+def test_commercial_only_page(prepared_store, tmp_path_factory, page_factory) -> None:
+    """A commercial-only server's page shows only the commercially licensed styles, or says there are none."""
+    commercial = [s.id for s in all_styles() if s.licence.commercial]
+    with commercial_only_server(tmp_path_factory.mktemp("page")) as server:
+        page = page_factory()
+        page.goto(server.url + "/")
+        page.wait_for_selector('.style-card, [data-testid="styles-empty"]')
+        cards = page.locator(".style-card")
+        shown = [cards.nth(i).get_attribute("data-style") for i in range(cards.count())]
+        offered = [s["id"] for s in server.client.get("/api/styles").json() if s["available"]]
+        assert shown == offered and set(shown) <= set(commercial)
+        if shown:
+            assert "commercial use allowed" in page.inner_text('[data-testid="style-licence"]')
+            assert "Apache-2.0" in page.inner_text('[data-testid="style-licence"]')
+        else:
+            assert "No style here is cleared for commercial use" in page.inner_text('[data-testid="styles"]')
+            assert page.locator("#paint").is_disabled()
+        _shot(page, "page-commercial-only")

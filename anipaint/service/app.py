@@ -294,6 +294,7 @@ def create_app(settings: Settings | None = None, queue: JobQueue | None = None) 
             "max_side": s.max_side,
             "default_style": default_style_id(),
             "faces": s.faces,
+            "commercial_only": s.commercial_only,
             "version": __version__,
         }
 

@@ -49,4 +49,5 @@ class ConfigOut(BaseModel):
     max_side: int
     default_style: str | None
     faces: bool
+    commercial_only: bool = Field(description="Only styles whose licence allows commercial use are offered.")
     version: str
