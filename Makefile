@@ -15,6 +15,7 @@ serve: models
 
 test: setup-test
 	.venv/bin/ruff check .
+	.venv/bin/lint-imports
 	.venv/bin/python -m pytest -q -ra
 
 bench: models

@@ -1,8 +1,8 @@
-"""``anipaint bench``: the speed table of issue #6, measured on this machine.
+"""``anipaint bench``: the speed table, measured on this machine.
 
 One row per optimisation step, from the naive service (model loaded per request, default threads) to the
 engine as served, each timed end to end on a 512 px photo: JPEG decode → resize → style → PNG encode. The
-yardstick is the reference network written as plain eager fp32 calls (:mod:`anipaint.engine.reference`); each
+yardstick is the reference network written as plain eager fp32 calls (``animeganv2.reference_forward``); each
 row is timed in turns with it in the same process (ref, row, ref, row, …) and its ratio is the quotient of
 the two medians. Columns: median seconds per picture, ratio (reference ÷ row, so 3.0 = three times faster),
 CPU % (100 = one core), peak RSS of one call (MB; the naive and 4096 px rows run in a child process and report
@@ -35,6 +35,7 @@ import numpy as np
 import torch
 
 from anipaint.engine import timing
+from anipaint.settings import Settings, get_settings
 
 STYLE = "v2-hayao"
 EXTRA_STYLES = ("v3-hayao", "v3-shinkai", "v3-cute", "v1-hayao")
@@ -116,7 +117,7 @@ def pipeline(photo: bytes, paint: Callable[[np.ndarray], np.ndarray], side: int 
 
 
 def tensor_painter(fn: Callable[[torch.Tensor], torch.Tensor], channels_last: bool = False):
-    from anipaint.engine import from_tensor, to_tensor
+    from anipaint.engine.tensors import from_tensor, to_tensor
 
     def paint(rgb: np.ndarray) -> np.ndarray:
         x = to_tensor(rgb)
@@ -134,8 +135,8 @@ def _photo_bytes(settings) -> bytes:
         return path.read_bytes()
     from PIL import Image
 
-    from anipaint.engine import from_tensor
     from anipaint.engine.int8 import synthetic_photo
+    from anipaint.engine.tensors import from_tensor
 
     buf = io.BytesIO()
     Image.fromarray(from_tensor(synthetic_photo(900))).save(buf, format="JPEG", quality=92)
@@ -212,7 +213,7 @@ def _machine() -> dict:
             info["cpu"] = next(line.split(":", 1)[1].strip() for line in fh if line.startswith("model name"))
     except (OSError, StopIteration):
         info["cpu"] = platform.processor()
-    from anipaint.engine.backends import cpu_flags
+    from anipaint.engine.cpu import cpu_flags
 
     info["flags"] = list(cpu_flags())
     info["threads"] = torch.get_num_threads()
@@ -231,30 +232,20 @@ def _fmt(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
-def _settings(args):
-    try:
-        from anipaint.cli import _settings as cli_settings
-
-        return cli_settings(args)
-    except Exception:  # noqa: BLE001 - called without the CLI's namespace
-        from anipaint.settings import get_settings
-
-        return get_settings()
-
-
-def main(args) -> int:
+def main(args, settings: Settings | None = None) -> int:
+    """Run the table; ``settings`` as the CLI resolved them (default: from the environment)."""
     from PIL import Image
 
     from anipaint import store
     from anipaint.engine import Engine, backends, load_network, prepare, threads
     from anipaint.engine.graphs import V2Graph
-    from anipaint.engine.reference import ReferenceV2
-    from anipaint.engine.select import psnr
+    from anipaint.networks.animeganv2 import ReferenceV2
+    from anipaint.quality import psnr
     from anipaint.registry import get_style
 
     quick = bool(getattr(args, "quick", False))
     rounds = 2 if quick else 3
-    settings = _settings(args)
+    settings = settings or get_settings()
     threads.configure(settings.jobs, settings.threads)
     env = {**os.environ, "ANIPAINT_HOME": str(settings.home), "ANIPAINT_SOURCES": str(settings.sources)}
     os.environ.update(env)  # children and get_painter() see the same store

@@ -272,7 +272,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
 def cmd_bench(args: argparse.Namespace) -> int:
     from anipaint.bench import main as bench_main
 
-    return bench_main(args)
+    return bench_main(args, _settings(args))
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -3,13 +3,14 @@
 Each style's ``licence`` is a row of the licence table below (:class:`Licence`): its id, terms and origin
 decide whether a commercial-only installation offers the style (see :func:`anipaint.store.resolve`).
 
-A style's ``architecture`` says which network runs it and ``importer`` which converter turns its source files
-into the model store's artefact (see :mod:`anipaint.store`).
+A style's ``architecture`` names its row in the table of architectures (:mod:`anipaint.networks.architectures`:
+how its network is built and run) and ``importer`` the converter that turns its source files into the model
+store's artefact (:data:`anipaint.importers.CONVERTERS`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from anipaint.errors import StyleError
 
@@ -137,18 +138,12 @@ class Source:
 class Style:
     id: str
     label: str
-    architecture: str  # animeganv2 | animeganv1 | graph | onnx
+    architecture: str  # a key of anipaint.networks.architectures.ARCHITECTURES
     importer: str  # a key of anipaint.importers.CONVERTERS
     sources: tuple[Source, ...]
     licence: Licence
-    input_size: int = 512  # preferred working size of the long side
     description: str = ""
-    tags: tuple[str, ...] = field(default_factory=tuple)
     kind: str = "style"  # "style": paints whole pictures; "face": made for aligned face crops only
-
-    @property
-    def family(self) -> str:
-        return self.id.split("-", 1)[0]
 
 
 def _v1(name: str, label: str, licence: Licence, description: str) -> Style:
@@ -171,12 +166,11 @@ def _port(name: str, label: str, description: str) -> Style:
     return Style(
         id=f"v2-{name.replace('_', '-')}",
         label=label,
-        architecture="animeganv2",
+        architecture="animeganv2-port",
         importer="torch_port",
         sources=(Source(f"animegan2-pytorch/{name}.pt", None, PORT_URL.format(name=name)),),
         licence=PORT_LICENCE,
         description=description,
-        tags=("downloadable",),
     )
 
 

@@ -62,7 +62,7 @@ class Settings:
     default_style: str = "v3-hayao"  # falls back to an offered style in commercial-only mode
     # Offer only styles whose weights' licence allows commercial use; every other style is refused.
     commercial_only: bool = False
-    max_side: int = 512  # long-side cap; 0 / None at call time means full resolution (tiled)
+    max_side: int = 512  # long-side cap; 0 / None at call time means full resolution (see large_mode)
     tile_size: int = 512  # tile edge for full-resolution painting
     tile_overlap: int = 64  # overlap blended between tiles
     # Full resolution for AnimeGAN v1/v2 styles: "exact" runs the network layer by layer in row strips with the
@@ -98,6 +98,11 @@ class Settings:
     broker_url: str = ""  # empty: embedded queue in this process; redis://... : Celery workers
     redelivery_timeout: int = 900  # seconds before a job held by a vanished worker is handed to another
     log_level: str = "info"
+
+    @property
+    def samples_dir(self) -> Path:
+        """Real photos beside the model sources (``<sources>/../samples``): auto's checks and int8 calibration."""
+        return Path(self.sources).parent / "samples"
 
     @property
     def models_dir(self) -> Path:

@@ -29,6 +29,7 @@ from filelock import FileLock
 from anipaint import downloads, importers
 from anipaint.downloads import sha256_file
 from anipaint.errors import LicenceError, ModelStoreError, StyleError
+from anipaint.networks.architectures import get_architecture
 from anipaint.registry import EXTRA_SOURCES, FACE_DETECTOR, Source, Style, all_styles, candidates, get_style
 from anipaint.settings import Settings, get_settings
 
@@ -77,8 +78,7 @@ def style_dir(style: Style, settings: Settings | None = None) -> Path:
 
 
 def artefact_path(style: Style, settings: Settings | None = None) -> Path:
-    name = "model.onnx" if style.architecture == "onnx" else "model.pt"
-    return style_dir(style, settings) / name
+    return style_dir(style, settings) / get_architecture(style.architecture).artefact
 
 
 def face_detector_path(settings: Settings | None = None) -> Path:

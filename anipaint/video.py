@@ -11,7 +11,6 @@ from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
-from PIL import Image
 
 from anipaint.errors import ImageError
 
@@ -96,13 +95,3 @@ def _open_video_stream(out, rate: Fraction, size: tuple[int, int]):
 def _even(arr: np.ndarray) -> np.ndarray:
     h, w = arr.shape[:2]
     return np.ascontiguousarray(arr[: h - h % 2, : w - w % 2])
-
-
-def first_frame(src: Path) -> Image.Image:
-    """The first frame as a picture (for previews and tests)."""
-    import av
-
-    with av.open(str(src)) as container:
-        for frame in container.decode(video=0):
-            return frame.to_image()
-    raise ImageError(f"{src}: the video has no frames")

@@ -1,4 +1,4 @@
-"""Reproduce issue #6's table on this machine: ``python benchmarks/engine_table.py [--quick] [--json out.json]``.
+"""Reproduce the README's speed table here: ``python benchmarks/engine_table.py [--quick] [--json out.json]``.
 
 The same as ``anipaint bench`` (see :mod:`anipaint.bench` for what each row and column means).
 """

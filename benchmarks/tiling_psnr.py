@@ -23,10 +23,11 @@ from PIL import Image
 
 import anipaint.engine.graphs as graphs
 from anipaint import store
-from anipaint.engine import Engine, from_tensor, from_tensor_float, tiling, to_tensor
+from anipaint.engine import Engine, tiling
 from anipaint.engine.graphs import V2Graph
 from anipaint.engine.int8 import photos
-from anipaint.engine.select import psnr
+from anipaint.engine.tensors import from_tensor, from_tensor_float, to_tensor
+from anipaint.quality import psnr
 from anipaint.registry import get_style
 from anipaint.settings import get_settings
 

@@ -11,18 +11,20 @@ import shutil
 import tempfile
 from pathlib import Path
 
-import numpy as np
 import pytest
 from PIL import Image
 
+from anipaint.settings import settings_from_env
+
 REPO = Path(__file__).resolve().parent.parent
 SOURCES = Path(os.environ.get("ANIPAINT_SOURCES") or REPO.parent / "shared" / "models").resolve()
-SAMPLES = SOURCES.parent / "samples"
-GROUP_PHOTO = SAMPLES / "group_pakutaso.jpg"
 
 _SESSION_HOME = Path(tempfile.mkdtemp(prefix="anipaint-test-home-"))
 os.environ["ANIPAINT_HOME"] = str(_SESSION_HOME)
 os.environ["ANIPAINT_SOURCES"] = str(SOURCES)
+
+SAMPLES = settings_from_env().samples_dir
+GROUP_PHOTO = SAMPLES / "group_pakutaso.jpg"
 
 
 def pytest_sessionfinish(session, exitstatus):  # noqa: ARG001 - pytest hook signature
@@ -65,9 +67,3 @@ def group_photo() -> Image.Image:
 def astronaut() -> Image.Image:
     data = pytest.importorskip("skimage.data")
     return Image.fromarray(data.astronaut())
-
-
-def psnr(a: np.ndarray, b: np.ndarray, peak: float = 255.0) -> float:
-    """Peak signal-to-noise ratio in dB between two arrays of the same shape."""
-    mse = float(np.mean((np.asarray(a, np.float64) - np.asarray(b, np.float64)) ** 2))
-    return float("inf") if mse == 0 else 10.0 * np.log10(peak * peak / mse)

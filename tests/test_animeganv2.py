@@ -22,6 +22,7 @@ from PIL import Image
 
 from anipaint.networks import animeganv2
 from anipaint.networks.animeganv2 import Generator, resize_bilinear_tf1
+from anipaint.quality import psnr
 
 V2_TFLITE = "animeganv2/animeganv2_hayao_256x256_integer_quant.tflite"
 SIZE = 256  # the TFLite file's fixed input size
@@ -52,7 +53,7 @@ def _rel_rmse(ours: np.ndarray, ref: np.ndarray) -> float:
 
 def _psnr(a: np.ndarray, b: np.ndarray) -> float:
     """PSNR in dB of pictures in [-1, 1] (peak-to-peak 2), the same figure as on 0..255 pixels."""
-    return float(10 * np.log10(4.0 / np.mean((a.astype(np.float64) - b) ** 2)))
+    return psnr(a, b, peak=2.0)
 
 
 def _square(img: Image.Image, size: int = SIZE) -> np.ndarray:

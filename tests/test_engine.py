@@ -15,11 +15,12 @@ import torch
 from PIL import Image
 
 from anipaint import store
-from anipaint.engine import Engine, backends, from_tensor, load_network, select, threads, tiling, to_tensor
-from anipaint.engine.reference import ReferenceV2
+from anipaint.engine import Engine, backends, load_network, select, threads, tiling
+from anipaint.engine.tensors import from_tensor, to_tensor
+from anipaint.networks.animeganv2 import ReferenceV2
+from anipaint.quality import psnr
 from anipaint.registry import get_style
 from anipaint.settings import reload_settings
-from conftest import psnr
 
 PSNR_BAR = 35.0
 SEAM_BAR = 40.0  # the bar for large pictures against one untiled pass (measured: 54-55 dB)
@@ -180,7 +181,7 @@ def test_tile_weights_are_a_partition_of_unity():
 def test_tiling_an_identity_network_returns_the_picture_exactly():
     rng = np.random.default_rng(0)
     rgb = rng.integers(0, 256, (700, 1100, 3), dtype=np.uint8)
-    from anipaint.engine import from_tensor_float
+    from anipaint.engine.tensors import from_tensor_float
 
     out = tiling.paint_tiled(rgb, lambda x: x, 256, 48, to_tensor, from_tensor_float)
     assert np.array_equal(out, rgb)

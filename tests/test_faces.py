@@ -1,4 +1,4 @@
-"""Face enhancement (issue #3) on real photos with a real AnimeGAN model.
+"""Face enhancement on real photos with a real AnimeGAN model.
 
 The painter is the package's (``get_painter('v3-cute')``) when it can load; otherwise the AnimeGANv3 tiny Cute
 ONNX model is run directly with ONNX Runtime. Either way a real generator paints, never a mock.

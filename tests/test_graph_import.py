@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import torch
 
+from anipaint import quality
 from anipaint.importers.graphdef import convert_pb, convert_tfjs_v1, read_pb, read_tfjs
 from anipaint.networks.graph_module import GraphModule, save_graph
 from anipaint.networks.ir import Graph, Node
@@ -59,8 +60,8 @@ def run_nhwc(model: torch.nn.Module, x: np.ndarray) -> np.ndarray:
 
 
 def psnr(a: np.ndarray, b: np.ndarray) -> float:
-    mse = float(np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2))
-    return float("inf") if mse == 0 else 10 * np.log10(4.0 / mse)
+    """PSNR of network outputs in [-1, 1] (peak-to-peak 2): the same figure as on 0..255 pixels."""
+    return quality.psnr(a, b, peak=2.0)
 
 
 # ------------------------------------------------------------------------------------------- AnimeGAN v1

@@ -19,6 +19,8 @@ import numpy as np
 import torch
 
 from anipaint.engine import backends, threads, tiling
+from anipaint.engine.tensors import from_tensor, from_tensor_float, to_tensor
+from anipaint.networks.architectures import get_architecture
 from anipaint.registry import Style
 from anipaint.settings import Settings
 
@@ -31,45 +33,7 @@ class Generator(Protocol):
 
 def load_network(style: Style, artefact: Path) -> Generator:
     """The plain (eager, float32) network for a style from its converted artefact."""
-    if style.architecture == "animeganv2":
-        from anipaint.networks.animeganv2 import Generator as V2
-
-        net = V2(semantics="port" if style.importer == "torch_port" else "tf")
-        net.load_state_dict(torch.load(artefact, map_location="cpu", weights_only=True), strict=True)
-        return net.eval()
-    if style.architecture == "animeganv1":
-        from anipaint.networks.animeganv1 import Generator as V1
-
-        net = V1()
-        net.load_state_dict(torch.load(artefact, map_location="cpu", weights_only=True), strict=True)
-        return net.eval()
-    if style.architecture == "graph":
-        from anipaint.networks.graph_module import GraphModule
-
-        return GraphModule.from_file(artefact).eval()
-    if style.architecture == "onnx":
-        from anipaint.networks.onnx_generator import OnnxGenerator
-
-        return OnnxGenerator(artefact, threads=torch.get_num_threads())
-    raise ValueError(f"unknown architecture {style.architecture!r}")
-
-
-def to_tensor(rgb: np.ndarray) -> torch.Tensor:
-    """RGB uint8 (H, W, 3) → float32 (1, 3, H, W) in [-1, 1]."""
-    t = torch.from_numpy(np.require(rgb, requirements=["C", "W"])).permute(2, 0, 1).unsqueeze(0).float()
-    return t.div_(127.5).sub_(1.0)
-
-
-def from_tensor(t: torch.Tensor) -> np.ndarray:
-    """float (1, 3, H, W) in [-1, 1] → RGB uint8 (H, W, 3)."""
-    out = t.squeeze(0).clamp(-1.0, 1.0).add(1.0).mul(127.5).round()
-    return out.permute(1, 2, 0).to(torch.uint8).numpy()
-
-
-def from_tensor_float(t: torch.Tensor) -> np.ndarray:
-    """float (1, 3, H, W) in [-1, 1] → float32 (H, W, 3) in [0, 255], unrounded (for blending tiles)."""
-    out = t.squeeze(0).float().clamp(-1.0, 1.0).add(1.0).mul(127.5)
-    return np.ascontiguousarray(out.permute(1, 2, 0).numpy())
+    return get_architecture(style.architecture).build(Path(artefact))
 
 
 class Engine:

@@ -35,20 +35,21 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 from filelock import FileLock
 from torch import Tensor
 
 from anipaint import store
 from anipaint.engine import threads
+from anipaint.engine.cpu import cpu_flags
+from anipaint.engine.tensors import from_tensor, to_tensor
+from anipaint.networks.architectures import get_architecture
+from anipaint.networks.padding import pad_to_multiple
 from anipaint.registry import Style
 from anipaint.settings import Settings
 
 ENGINE_VERSION = 1  # bump when a build recipe below changes
 NAMES = ("torch", "compiled", "int8", "onnxruntime", "strips")
 NOTHING_TO_BUILD = {"torch", "strips"}
-_CPU_FLAGS = ("avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16", "avx_vnni",
-              "amx_tile", "amx_bf16", "amx_int8")
 MULTIPLE = 4  # the v2 graphs take sides that are multiples of 4 (two stride-2 convs)
 MAX_SIDE = 4 * 2048  # export bound on H and W; larger pictures are tiled anyway
 
@@ -78,10 +79,7 @@ class TorchBackend(Backend):
 
 def _pad4(x: Tensor) -> tuple[Tensor, int, int]:
     h, w = x.shape[-2:]
-    ph, pw = -h % MULTIPLE, -w % MULTIPLE
-    if ph or pw:  # reflect, exactly as the network module pads
-        x = F.pad(x, (0, pw, 0, ph), mode="reflect")
-    return x, h, w
+    return pad_to_multiple(x, MULTIPLE), h, w  # exactly as the network module pads
 
 
 class CompiledBackend(Backend):
@@ -131,7 +129,6 @@ class StripsBackend(Backend):
         self.streamed = streamed
 
     def __call__(self, x: Tensor) -> Tensor:
-        from anipaint.engine import from_tensor, to_tensor
 
         # Inputs come from to_tensor(uint8) and outputs go to from_tensor, so the uint8 round trip is exact.
         return to_tensor(self.streamed.paint(from_tensor(x)))
@@ -156,19 +153,6 @@ class OrtBackend(Backend):
 
 
 # ---- cache keys and paths -------------------------------------------------------------------------------
-
-
-def cpu_flags() -> tuple[str, ...]:
-    """The instruction-set flags that change which kernels a build picks."""
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("flags"):
-                    present = set(line.split(":", 1)[1].split())
-                    return tuple(f for f in _CPU_FLAGS if f in present)
-    except OSError:
-        pass
-    return ()
 
 
 def _file_digest(path: Path) -> str:
@@ -197,13 +181,8 @@ def build_path(name: str, style: Style, settings: Settings, key: str) -> Path:
 
 
 def applicable(style: Style) -> tuple[str, ...]:
-    """Backends that can run this style here, plain first."""
-    # The fast graphs compute TF semantics; the port's own .pt files need the port's (see networks.animeganv2).
-    if style.architecture == "animeganv2" and style.importer != "torch_port":
-        return ("torch", "compiled", "int8", "onnxruntime", "strips")
-    if style.architecture in ("animeganv1", "animeganv2"):
-        return ("torch", "strips")
-    return ("torch",)
+    """Backends that can run this style here, plain first (its architecture's row)."""
+    return get_architecture(style.architecture).backends
 
 
 # ---- builders -------------------------------------------------------------------------------------------

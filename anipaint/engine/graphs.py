@@ -1,6 +1,6 @@
 """AnimeGANv2 rewritten for speed: the graph the compiled and int8 backends export.
 
-Same function as :mod:`anipaint.engine.reference` (and the port's module), laid out for a CPU:
+The function of :data:`anipaint.networks.animeganv2.PLAN` (the module's own layer plan), laid out for a CPU:
 
 * channels-last (NHWC) memory throughout, so oneDNN runs every convolution without reorders and Inductor fuses
   each norm → LeakyReLU → reflect pad (→ 2x resize) chain between two convolutions into one or two loops.
@@ -15,54 +15,12 @@ The input must already be padded to a multiple of 4 (the backend does that, as t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 import torch.ao.quantization.fx._decomposed  # noqa: F401 - registers the quantized_decomposed ops
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from anipaint.networks.animeganv2 import LAYER_NORM_EPS
-
-
-@dataclass(frozen=True)
-class ConvSpec:
-    """One convolution of the network: where its weights live and how it is padded."""
-
-    prefix: str  # state-dict prefix of the ConvNormLReLU (conv at .1, norm at .2), or of a bare conv
-    pad: tuple[int, int, int, int]  # reflect padding (left, right, top, bottom) before the conv
-    stride: int = 1
-
-
-def _same(k: int) -> tuple[int, int, int, int]:
-    return (k // 2,) * 4
-
-
-_S2 = (0, 1, 0, 1)
-
-
-def _ir(prefix: str) -> list[ConvSpec]:
-    return [ConvSpec(f"{prefix}.layers.0", (0, 0, 0, 0)), ConvSpec(f"{prefix}.layers.1", _same(3))]
-
-
-# The whole network in execution order; "ir" marks the start/end of a residual block, "up" a 2x resize.
-PLAN: list[ConvSpec | str] = [
-    ConvSpec("block_a.0", _same(7)),
-    ConvSpec("block_a.1", _S2, 2),
-    ConvSpec("block_a.2", _same(3)),
-    ConvSpec("block_b.0", _S2, 2),
-    ConvSpec("block_b.1", _same(3)),
-    ConvSpec("block_c.0", _same(3)),
-    *[step for i in range(1, 5) for step in ("ir", *_ir(f"block_c.{i}"), f"project:block_c.{i}")],
-    ConvSpec("block_c.5", _same(3)),
-    "up",
-    ConvSpec("block_d.0", _same(3)),
-    ConvSpec("block_d.1", _same(3)),
-    "up",
-    ConvSpec("block_e.0", _same(3)),
-    ConvSpec("block_e.1", _same(3)),
-    ConvSpec("block_e.2", _same(7)),
-]
+from anipaint.networks.animeganv2 import LAYER_NORM_EPS, PLAN, RESIDUAL, UPSAMPLE, ConvSpec
 
 # The convolutions worth int8: the full- and half-resolution ones hold ~75 % of the multiply-adds.
 HEAVY_CONVS = ("block_d.0", "block_d.1", "block_e.0", "block_e.1", "block_e.2")
@@ -156,9 +114,9 @@ class V2Graph(nn.Module):
         x = x.to(self.dtype)
         residual: Tensor | None = None
         for step in PLAN:
-            if step == "ir":
+            if step == RESIDUAL:
                 residual = x
-            elif step == "up":
+            elif step == UPSAMPLE:
                 x = upsample2x_tf1(x)
             elif isinstance(step, str) and step.startswith("project:"):
                 prefix = step.split(":", 1)[1]

@@ -4,7 +4,7 @@ Weights: symmetric int8 per output channel (scale = max |w| / 127). Activations:
 the range measured on real photos at the input of each quantised conv (after norm, LeakyReLU and reflect pad).
 The layer norm in front of each conv keeps those ranges stable from picture to picture, so a min/max over a few
 photos is enough. Only :data:`anipaint.engine.graphs.HEAVY_CONVS` (block_d and block_e: ~75 % of the
-multiply-adds) are quantised. On the AVX512-VNNI machine of issue #6 (bf16 everywhere else) this gave PSNR
+multiply-adds) are quantised. On an AVX512-VNNI machine (bf16 everywhere else) this gave PSNR
 46 dB against the fp32 reference but only ~6 % less time than all-bf16: at these sizes the convs are limited by
 memory traffic (fp32 outputs), not by multiply rate. Quantising every conv (ONNX Runtime QDQ) fell to 32-34 dB.
 """
@@ -12,14 +12,15 @@ memory traffic (fp32 outputs), not by multiply rate. Quantising every conv (ONNX
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from anipaint.engine.graphs import HEAVY_CONVS, ConvSpec, V2Graph
+from anipaint.engine.graphs import HEAVY_CONVS, V2Graph
+from anipaint.engine.tensors import to_tensor
+from anipaint.networks.animeganv2 import ConvSpec
 from anipaint.settings import Settings
 
 # skimage.data photos (a test dependency): calibration and checking use different pictures where possible.
@@ -38,7 +39,6 @@ class QuantConv:
 
 def _fit(rgb: np.ndarray, side: int) -> Tensor:
     """uint8 HxWx3 → float NCHW in [-1, 1], long side ``side`` (antialiased), each side a multiple of 4."""
-    from anipaint.engine import to_tensor
 
     x = to_tensor(rgb)
     h, w = x.shape[-2:]
@@ -71,7 +71,7 @@ def photos(settings: Settings, role: str = "check", side: int = 512, limit: int 
     installed, its sample photos. Empty if no photo is found (callers fall back to :func:`synthetic_photo`).
     """
     arrays: list[np.ndarray] = []
-    samples = Path(settings.sources).parent / "samples"
+    samples = settings.samples_dir
     if samples.is_dir():
         from PIL import Image
 

@@ -16,31 +16,25 @@ import torch
 from filelock import FileLock
 
 from anipaint.engine import backends, timing
+from anipaint.engine.cpu import cpu_flags
+from anipaint.engine.tensors import from_tensor
+from anipaint.networks.architectures import get_architecture
+from anipaint.quality import psnr
 from anipaint.registry import Style
 from anipaint.settings import Settings
 
 PSNR_BAR = 35.0
 
 
-def psnr(a: np.ndarray, b: np.ndarray, peak: float = 255.0) -> float:
-    """Peak signal-to-noise ratio in dB between two pictures of the same shape."""
-    mse = float(np.mean((np.asarray(a, np.float64) - np.asarray(b, np.float64)) ** 2))
-    return float("inf") if mse == 0 else 10.0 * float(np.log10(peak * peak / mse))
-
-
 def reference_for(style: Style, artefact: Path, network):
-    """The yardstick: the plain-call fp32 reference for v2, the style's eager network otherwise."""
-    if style.architecture == "animeganv2":
-        from anipaint.engine.reference import ReferenceV2
-
-        return ReferenceV2(torch.load(artefact, map_location="cpu", weights_only=True))
-    return backends.TorchBackend(network)
+    """The yardstick: the architecture's own reference (plain-call fp32 for v2), else its eager network."""
+    make = get_architecture(style.architecture).reference
+    return make(artefact, network) if make else backends.TorchBackend(network)
 
 
 def evaluate(backend, wanted: list[np.ndarray] | None, pictures: list[torch.Tensor], repeats: int = 3) -> dict:
     """Seconds per 512 px picture (median of clean samples) and the worst PSNR against the reference's
     pictures ``wanted`` (uint8, one per input picture; None: the backend *is* the reference)."""
-    from anipaint.engine import from_tensor
 
     worst = float("inf")
     if wanted is not None:
@@ -72,17 +66,17 @@ def choose(style: Style, artefact: Path, settings: Settings, network, key: str |
 
 def measure_all(style: Style, artefact: Path, settings: Settings, network, key: str,
                 names: tuple[str, ...] | None = None) -> dict:
-    from anipaint.engine import from_tensor
     from anipaint.engine.int8 import photos, synthetic_photo
 
     pictures = photos(settings, "check", side=512)[:2] or [synthetic_photo(512)]
     reference = reference_for(style, artefact, network)
     wanted = [from_tensor(reference(x)) for x in pictures]  # once, not once per backend (v1: 4 s a picture)
+    has_own_reference = get_architecture(style.architecture).reference is not None
     results: dict[str, dict] = {}
     for name in names or backends.applicable(style):
         try:
             backend = backends.open_named(name, style, artefact, settings, network, key)
-            is_reference = name == "torch" and style.architecture != "animeganv2"  # see reference_for
+            is_reference = name == "torch" and not has_own_reference  # see reference_for
             if not is_reference:  # (the reference has just run)
                 backend(pictures[0])  # warm-up: first-call allocations and oneDNN kernel selection
             results[name] = evaluate(backend, None if is_reference else wanted, pictures)
@@ -91,4 +85,4 @@ def measure_all(style: Style, artefact: Path, settings: Settings, network, key: 
     good = {n: r for n, r in results.items() if "seconds" in r and r["psnr"] >= PSNR_BAR}
     choice = min(good, key=lambda n: good[n]["seconds"]) if good else "torch"
     return {"choice": choice, "key": key, "psnr_bar": PSNR_BAR, "threads": torch.get_num_threads(),
-            "cpu_flags": list(backends.cpu_flags()), "results": results}
+            "cpu_flags": list(cpu_flags()), "results": results}

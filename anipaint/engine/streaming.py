@@ -34,10 +34,20 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from anipaint.engine.graphs import PLAN, ConvSpec
+from anipaint.engine.cpu import has_native_bf16
 from anipaint.errors import ScratchSpaceError
 from anipaint.networks import animeganv1 as v1
-from anipaint.networks.animeganv2 import LAYER_NORM_EPS, MIN_SIZE, SIZE_MULTIPLE
+from anipaint.networks.animeganv2 import (
+    LAYER_NORM_EPS,
+    MIN_SIZE,
+    PLAN,
+    PORT_NORM_EPS,
+    RESIDUAL,
+    SIZE_MULTIPLE,
+    UPSAMPLE,
+    ConvSpec,
+)
+from anipaint.networks.padding import alignment_padding
 
 STRIP_BYTES = 4 << 20  # float32 input rows per strip: small strips stay in cache (2048²: 9.3 s at 4 MB, 21 s at 48)
 MIN_STRIP_ROWS = 8  # but not so few that a 7x7 kernel's 6 extra rows dominate
@@ -246,9 +256,7 @@ class Sum(Source):
 
 def default_dtype() -> torch.dtype:
     """bfloat16 convolutions where the CPU multiplies bf16 natively (2.2x fp32 here), else float32."""
-    from anipaint.engine.backends import cpu_flags
-
-    return torch.bfloat16 if {"avx512_bf16", "amx_bf16"} & set(cpu_flags()) else torch.float32
+    return torch.bfloat16 if has_native_bf16() else torch.float32
 
 
 def strip_rows(source: Source, stride: int) -> int:
@@ -359,7 +367,7 @@ class StreamedNetwork:
         height, width = rgb.shape[:2]
         if min(height, width) < MIN_SIZE:
             raise ValueError(f"input {height}x{width} is too small; the network needs at least {MIN_SIZE} pixels")
-        pad_h, pad_w = -height % SIZE_MULTIPLE, -width % SIZE_MULTIPLE
+        pad_h, pad_w = alignment_padding(height, width, SIZE_MULTIPLE)
         padded = np.pad(rgb, ((0, pad_h), (0, pad_w), (0, 0)), mode="reflect") if pad_h or pad_w else rgb
         try:
             scratch = tempfile.TemporaryDirectory(prefix="anipaint-stream-", dir=self.folder)
@@ -395,7 +403,7 @@ class StreamedNetwork:
 
 
 class StreamedV2(StreamedNetwork):
-    """AnimeGANv2 (:mod:`anipaint.networks.animeganv2` key names) layer by layer, following ``graphs.PLAN``.
+    """AnimeGANv2 (:mod:`anipaint.networks.animeganv2` key names) layer by layer, following ``animeganv2.PLAN``.
 
     ``semantics`` "tf" or "port" selects the resize and the norm epsilon exactly as that module does.
     """
@@ -406,15 +414,15 @@ class StreamedV2(StreamedNetwork):
                  folder: str | Path | None = None) -> None:
         super().__init__(state_dict, dtype, folder)
         self.align_corners = semantics == "port"
-        self.eps = 1e-5 if semantics == "port" else LAYER_NORM_EPS
+        self.eps = PORT_NORM_EPS if semantics == "port" else LAYER_NORM_EPS
 
     def body(self, picture: Source) -> Source:
         source: Source = picture
         residual: Source | None = None
         for step in PLAN:
-            if step == "ir":
+            if step == RESIDUAL:
                 residual = source
-            elif step == "up":
+            elif step == UPSAMPLE:
                 source = Upsampled(source, self.align_corners)
             elif isinstance(step, str):  # "project:<prefix>": 1x1 conv, norm without activation, residual
                 prefix = step.split(":", 1)[1]

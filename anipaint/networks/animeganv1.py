@@ -31,6 +31,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from anipaint.networks.graph_ops import resize_bilinear
+from anipaint.networks.padding import pad_to_multiple
 
 TF_PREFIX = "generator/G_MODEL/"
 NORM_EPS = 1e-5  # tf.contrib.layers.instance_norm default, the graph's InstanceNorm*/instancenorm/add/y
@@ -197,12 +198,7 @@ class AnimeGANv1Generator(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         h, w = x.shape[-2:]
-        # a multiple of 4, and at least 8 so the 1/4-scale maps have a pixel to reflect
-        m = SIZE_MULTIPLE
-        pad_h, pad_w = max(-(-h // m) * m, 2 * m) - h, max(-(-w // m) * m, 2 * m) - w
-        if pad_h or pad_w:
-            mode = "reflect" if pad_h < h and pad_w < w else "replicate"
-            x = F.pad(x, (0, pad_w, 0, pad_h), mode=mode)
+        x = pad_to_multiple(x, SIZE_MULTIPLE, min_cells=2)  # at least 8: the 1/4-scale maps reflect one pixel
         y = torch.tanh(self.out(self.u1(self.u2(self.m(self.b2(self.b1(x)))))))
         return y[..., :h, :w]
 

@@ -17,12 +17,17 @@ differs:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from anipaint.networks.graph_ops import resize_bilinear
+from anipaint.networks.padding import pad_to_multiple
 
 LAYER_NORM_EPS = 1e-12  # tf.contrib.layers.layer_norm's epsilon, as stored in the graph (127 * 7.874e-15)
+PORT_NORM_EPS = 1e-5  # the PyTorch port's GroupNorm default, which its own .pt files were trained with
 SIZE_MULTIPLE = 4  # two stride-2 convolutions
 MIN_SIZE = 8  # below this the 1-pixel reflection pads at 1/4 scale have nothing to reflect
 
@@ -45,8 +50,7 @@ def pad_input(x: Tensor) -> Tensor:
     h, w = x.shape[-2:]
     if min(h, w) < MIN_SIZE:
         raise ValueError(f"input {h}x{w} is too small; AnimeGANv2 needs at least {MIN_SIZE}x{MIN_SIZE} pixels")
-    pad_h, pad_w = -h % SIZE_MULTIPLE, -w % SIZE_MULTIPLE
-    return F.pad(x, (0, pad_w, 0, pad_h), mode="reflect") if pad_h or pad_w else x
+    return pad_to_multiple(x, SIZE_MULTIPLE)
 
 
 class ConvNormLReLU(nn.Sequential):
@@ -137,7 +141,7 @@ class Generator(nn.Module):
         if semantics == "port":
             for module in self.modules():
                 if isinstance(module, nn.GroupNorm):
-                    module.eps = 1e-5
+                    module.eps = PORT_NORM_EPS
 
     def _upsample(self, x: Tensor, size: tuple[int, int]) -> Tensor:
         if self.semantics == "port":
@@ -147,16 +151,98 @@ class Generator(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         h, w = x.shape[-2:]
         x = pad_input(x)
+        # The TF graph resizes at the start of its scopes D and E (see ORDER); with the padding above, 2x lands
+        # exactly on the encoder's sizes, which is what the port resizes to.
+        for name in ORDER:
+            if name == UPSAMPLE:
+                x = self._upsample(x, (2 * x.shape[-2], 2 * x.shape[-1]))
+            else:
+                x = getattr(self, name)(x)
+        return self.out_layer(x)[..., :h, :w]
 
-        out = self.block_a(x)
-        half_size = (out.shape[-2], out.shape[-1])
-        out = self.block_b(out)
-        out = self.block_c(out)
-        # The TF graph resizes at the start of its scopes D and E, i.e. after block_c and after block_d; with
-        # the padding above, 2x lands exactly on the encoder's sizes, which is what the port resizes to.
-        out = self._upsample(out, half_size)
-        out = self.block_d(out)
-        out = self._upsample(out, (x.shape[-2], x.shape[-1]))
-        out = self.block_e(out)
-        out = self.out_layer(out)
-        return out[..., :h, :w]
+
+# ---- the layer plan: the generator above as a flat list of steps --------------------------------------------
+# One statement of the network (the module) drives every other way of running it: the benchmark reference below,
+# the compiled export graph (anipaint.engine.graphs) and the strip executor (anipaint.engine.streaming).
+
+UPSAMPLE = "up"  # a 2x bilinear resize between blocks
+ORDER = ("block_a", "block_b", "block_c", UPSAMPLE, "block_d", UPSAMPLE, "block_e")
+RESIDUAL = "ir"  # the start of an inverted residual block; its end is "project:<prefix>"
+
+
+@dataclass(frozen=True)
+class ConvSpec:
+    """One ConvNormLReLU of the network: where its weights live and how it is padded."""
+
+    prefix: str  # state-dict prefix: conv at .1, norm at .2
+    pad: tuple[int, int, int, int]  # reflect padding (left, right, top, bottom) before the conv
+    stride: int = 1
+
+
+def _conv_spec(prefix: str, block: ConvNormLReLU) -> ConvSpec:
+    pad = tuple(int(p) for p in block[0].padding)
+    return ConvSpec(prefix, pad, int(block[1].stride[0]))  # type: ignore[arg-type]
+
+
+def layer_plan(net: Generator | None = None) -> list[ConvSpec | str]:
+    """The generator's steps in execution order: ConvSpec, ``RESIDUAL``, ``"project:<prefix>"`` or ``UPSAMPLE``
+    (the output head, ``out_layer.0`` + tanh, follows the last step)."""
+    net = net or Generator()
+    plan: list[ConvSpec | str] = []
+    for name in ORDER:
+        if name == UPSAMPLE:
+            plan.append(UPSAMPLE)
+            continue
+        for i, block in enumerate(getattr(net, name)):
+            prefix = f"{name}.{i}"
+            if isinstance(block, ConvNormLReLU):
+                plan.append(_conv_spec(prefix, block))
+                continue
+            plan.append(RESIDUAL)
+            for j, layer in enumerate(block.layers):
+                if isinstance(layer, ConvNormLReLU):
+                    plan.append(_conv_spec(f"{prefix}.layers.{j}", layer))
+            plan.append(f"project:{prefix}")
+    return plan
+
+
+PLAN: list[ConvSpec | str] = layer_plan()
+
+
+def reference_forward(sd: dict[str, Tensor], x: Tensor) -> Tensor:
+    """The yardstick: :data:`PLAN` as plain eager fp32 ``F.*`` calls, obviously the naive float network (TF
+    semantics). NCHW float32 RGB in [-1, 1] → same shape in [-1, 1]; any H, W ≥ 8."""
+
+    def norm(x: Tensor, prefix: str) -> Tensor:
+        return F.group_norm(x, 1, sd[f"{prefix}.weight"], sd[f"{prefix}.bias"], eps=LAYER_NORM_EPS)
+
+    h, w = x.shape[-2:]
+    x = pad_input(x)
+    residual: Tensor | None = None
+    for step in PLAN:
+        if step == RESIDUAL:
+            residual = x
+        elif step == UPSAMPLE:
+            x = resize_bilinear_tf1(x, (2 * x.shape[-2], 2 * x.shape[-1]))
+        elif isinstance(step, str):  # project:<prefix>
+            prefix = step.split(":", 1)[1]
+            out = norm(F.conv2d(x, sd[f"{prefix}.layers.2.weight"]), f"{prefix}.layers.3")
+            x = residual + out if residual is not None and residual.shape == out.shape else out
+        else:
+            weight = sd[f"{step.prefix}.1.weight"]
+            groups = x.shape[1] if weight.shape[1] == 1 and x.shape[1] > 1 else 1
+            x = F.pad(x, step.pad, mode="reflect") if any(step.pad) else x
+            x = F.conv2d(x, weight, sd.get(f"{step.prefix}.1.bias"), stride=step.stride, groups=groups)
+            x = F.leaky_relu(norm(x, f"{step.prefix}.2"), 0.2)
+    return torch.tanh(F.conv2d(x, sd["out_layer.0.weight"]))[..., :h, :w]
+
+
+class ReferenceV2:
+    """Callable wrapper: ``ReferenceV2(state_dict)(x)`` under ``torch.inference_mode``."""
+
+    def __init__(self, state_dict: dict[str, Tensor]) -> None:
+        self.sd = {k: v.detach().float().contiguous() for k, v in state_dict.items()}
+
+    def __call__(self, x: Tensor) -> Tensor:
+        with torch.inference_mode():
+            return reference_forward(self.sd, x)

@@ -24,13 +24,13 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from . import graph_exec
 from .graph_exec import Val
 from .graph_shapes import ShapeRebinder
 from .ir import Graph
+from .padding import pad_to_multiple
 
 CONV_OPS = {"Conv2D", "DepthwiseConv2dNative"}
 
@@ -76,18 +76,10 @@ class GraphModule(nn.Module):
         if x.dim() != 4:
             raise ValueError(f"expected NCHW input, got shape {tuple(x.shape)}")
         h, w = x.shape[-2:]
-        ref = self.shapes.reference_hw
-        if ref is not None and (h, w) == ref:
-            pad_h = pad_w = 0  # the size the graph was exported for needs no alignment
-        else:
-            m = self.size_multiple
-            target_h, target_w = max(-(-h // m) * m, 2 * m), max(-(-w // m) * m, 2 * m)
-            pad_h, pad_w = target_h - h, target_w - w
-        if pad_h or pad_w:
-            mode = "reflect" if pad_h < h and pad_w < w else "replicate"
-            x = F.pad(x, (0, pad_w, 0, pad_h), mode=mode)
-        out = self.run(x)
-        return out[..., :h, :w] if (pad_h or pad_w) else out
+        if self.shapes.reference_hw == (h, w):
+            return self.run(x)  # the size the graph was exported for needs no alignment
+        out = self.run(pad_to_multiple(x, self.size_multiple, min_cells=2))
+        return out[..., :h, :w]
 
     def run(self, x: Tensor, outputs: list[str] | None = None) -> Tensor:
         """Execute the graph on an NCHW tensor as is (no alignment padding); the first output, NCHW."""

@@ -16,18 +16,29 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import torch
-import torch.nn.functional as F
 from torch import Tensor
+
+from anipaint.networks.padding import pad_to_multiple
+
+
+def session_options(threads: int = 0, spinning: bool = True) -> ort.SessionOptions:
+    """How every ONNX Runtime session here runs: ``threads`` intra-op (0: ORT picks), inter-op 1 and sequential
+    execution (concurrent jobs must not oversubscribe the cores), all graph optimisations, denormals as zero.
+    ``spinning=False`` lets idle threads sleep instead of stealing the core from another job's threads."""
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = int(threads) if threads else 0
+    opts.inter_op_num_threads = 1
+    opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    opts.add_session_config_entry("session.set_denormal_as_zero", "1")
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning else "0")
+    return opts
 
 
 class OnnxGenerator:
     def __init__(self, path: Path | str, threads: int | None = None, size_multiple: int | None = None) -> None:
         self.path = Path(path)
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads = int(threads) if threads else 0  # 0: ORT picks
-        opts.inter_op_num_threads = 1
-        opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        opts = session_options(threads or 0)
         self.session = ort.InferenceSession(str(self.path), opts, providers=["CPUExecutionProvider"])
         inp = self.session.get_inputs()[0]
         self.input_name = inp.name
@@ -49,13 +60,7 @@ class OnnxGenerator:
         if x.dim() != 4 or x.shape[1] != 3:
             raise ValueError(f"expected [N,3,H,W], got {tuple(x.shape)}")
         h, w = x.shape[-2:]
-        m = self.size_multiple
-        # at least two cells of the deepest level, or its 1-pixel reflection pads have nothing to reflect
-        pad_h, pad_w = max(-(-h // m) * m, 2 * m) - h, max(-(-w // m) * m, 2 * m) - w
-        xp = x.detach().float().cpu()
-        if pad_h or pad_w:
-            mode = "reflect" if pad_h < h and pad_w < w else "replicate"
-            xp = F.pad(xp, (0, pad_w, 0, pad_h), mode=mode)
+        xp = pad_to_multiple(x.detach().float().cpu(), self.size_multiple, min_cells=2)
         arr = xp.permute(0, 2, 3, 1).numpy() if self.nhwc else xp.numpy()
         batches = [arr[i : i + 1] for i in range(arr.shape[0])] if self.fixed_batch else [arr]
         outs = [self.session.run([self.output_name], {self.input_name: np.ascontiguousarray(b)})[0]
