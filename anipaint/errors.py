@@ -15,6 +15,10 @@ class ImageTooLargeError(ImageError):
     """The image has more pixels or bytes than the configured limit."""
 
 
+class SettingsError(AnipaintError, ValueError):
+    """An ``ANIPAINT_*`` environment variable holds a value its setting can't take."""
+
+
 class OptionError(AnipaintError, ValueError):
     """A painting option is out of its range (for example a style strength above 1)."""
 

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+from anipaint.errors import SettingsError
+
 _PACKAGE = Path(__file__).resolve().parent
 
 
@@ -124,13 +126,22 @@ def to_env(settings: Settings) -> dict[str, str]:
     return env
 
 
-def _coerce(value: str, target: object) -> object:
+_TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
+
+
+def _coerce(name: str, value: str, target: object) -> object:
+    """An environment string as the field's type; a value that isn't one is a SettingsError naming the variable."""
+    word = value.strip().lower()
     if target is bool:
-        return value.strip().lower() in {"1", "true", "yes", "on"}
-    if target is int:
-        return int(value)
-    if target is float:
-        return float(value)
+        if word not in _TRUE | _FALSE:
+            raise SettingsError(f"ANIPAINT_{name.upper()}={value!r}: expected one of 1/0, true/false, yes/no, on/off")
+        return word in _TRUE
+    if target in (int, float):
+        try:
+            return target(word)  # type: ignore[operator]
+        except ValueError:
+            kind = "a whole number" if target is int else "a number"
+            raise SettingsError(f"ANIPAINT_{name.upper()}={value!r}: expected {kind}") from None
     if target is Path or target == "Path | None" or target == "Path":
         return Path(value).expanduser()
     return value
@@ -146,7 +157,7 @@ def settings_from_env(environ: dict[str, str] | None = None) -> Settings:
         if raw is None or raw == "":
             continue
         kind: object = {"bool": bool, "int": int, "float": float, "str": str}.get(str(hint), Path)
-        overrides[name] = _coerce(raw, kind)
+        overrides[name] = _coerce(name, raw, kind)
     return Settings(**overrides)  # type: ignore[arg-type]
 
 
