@@ -75,7 +75,7 @@ class Painter:
         strength: float = 1.0,
         progress: Progress | None = None,
     ) -> Image.Image:
-        """Paint a picture. ``max_side`` caps the long side (None or 0: full resolution, tiled);
+        """Paint a picture. ``max_side`` caps the long side (None or 0: full resolution, in bounded memory);
         ``faces`` restyles each face at its own resolution (default from settings);
         ``strength`` mixes the style with the photo (0: the photo, 1: the full style)."""
         strength = postprocess.check_strength(strength)
