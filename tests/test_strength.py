@@ -1,7 +1,10 @@
-"""Style strength through the real pipeline and the CLI: 0 is the photo, 1 the plain style, between even steps."""
+"""Style strength through the real pipeline, the CLI and the HTTP API: 0 is the photo, 1 the plain style, and the
+steps between are even in Lab. (The page's slider is tested in test_page.py.)"""
 
 from __future__ import annotations
 
+import base64
+import io
 import subprocess
 import sys
 
@@ -12,6 +15,7 @@ from PIL import Image
 from anipaint import get_painter, postprocess
 from anipaint.errors import OptionError
 from conftest import psnr
+from conftest_service import running_server
 
 STYLE = "v3-cute"  # the fastest style
 
@@ -92,3 +96,39 @@ def test_cli_strength(prepared_store, astronaut, tmp_path) -> None:
     proc = convert("2")
     assert proc.returncode == 2
     assert "strength must be from 0" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.fixture(scope="module")
+def server(prepared_store, tmp_path_factory):
+    with running_server(tmp_path_factory.mktemp("strength")) as s:
+        yield s
+
+
+def test_api_strength(server, astronaut, photo) -> None:
+    png = io.BytesIO()
+    astronaut.save(png, format="PNG")
+
+    def predict(**fields: str) -> np.ndarray:
+        res = server.client.post("/predict", files={"image": ("a.png", png.getvalue(), "image/png")},
+                                 data={"style": STYLE, "faces": "false", **fields})
+        assert res.status_code == 200, res.text
+        return np.asarray(Image.open(io.BytesIO(base64.b64decode(res.json()["result"]))).convert("RGB"))
+
+    plain = predict()
+    assert np.array_equal(predict(strength="1"), plain)
+    assert psnr(predict(strength="0"), photo) >= 40.0
+    assert np.array_equal(predict(strength="0.5"), postprocess.blend(photo, plain, 0.5))
+
+    job = server.client.post("/api/jobs", files={"image": ("a.png", png.getvalue(), "image/png")},
+                             data={"style": STYLE, "faces": "false", "strength": "0.25"})
+    assert job.status_code == 202, job.text
+    assert server.wait_job(job.json()["id"])["status"] == "done"
+    result = server.client.get(f"/api/jobs/{job.json()['id']}/result")
+    painted = np.asarray(Image.open(io.BytesIO(result.content)).convert("RGB"))
+    assert np.array_equal(painted, postprocess.blend(photo, plain, 0.25))
+
+    for bad in ("1.5", "-1", "strong", "nan"):
+        res = server.client.post("/api/jobs", files={"image": ("a.png", png.getvalue(), "image/png")},
+                                 data={"strength": bad})
+        assert res.status_code == 422, (bad, res.text)
+        assert res.json()["detail"].startswith("strength:"), res.json()

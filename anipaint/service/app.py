@@ -113,6 +113,9 @@ def create_app(settings: Settings | None = None, queue: JobQueue | None = None) 
         max_side: Annotated[
             str | None, Form(description="Long-side cap in pixels; 0 or 'original' = full resolution.")
         ] = None,
+        strength: Annotated[
+            float, Form(ge=0.0, le=1.0, description="How much of the style: 0 = the photo, 1 = the full style.")
+        ] = 1.0,
     ) -> JobRequest:
         cap = parse_max_side(max_side, s.max_side)
         try:
@@ -132,7 +135,7 @@ def create_app(settings: Settings | None = None, queue: JobQueue | None = None) 
         except ImageError as exc:
             raise HTTPException(415, str(exc)) from None
         name = Path(image.filename or "image").stem[:80] or "image"
-        return JobRequest(data=data, style=chosen.id, faces=faces, max_side=cap, name=name)
+        return JobRequest(data=data, style=chosen.id, faces=faces, max_side=cap, name=name, strength=strength)
 
     def submit(request: JobRequest) -> JobInfo:
         try:

@@ -169,7 +169,8 @@ class CeleryJobQueue:
         if waiting < 0:
             raise QueueFullError("every painter is busy and the queue is full", self.retry_after())
         info = JobInfo(id=job_id, status="queued", style=request.style, position=int(waiting) + 1, created=time.time())
-        meta = {"style": request.style, "faces": request.faces, "max_side": request.max_side, "name": request.name}
+        meta = {"style": request.style, "faces": request.faces, "max_side": request.max_side, "name": request.name,
+                "strength": request.strength}
         self.r.set(_key(job_id, "input"), request.data, ex=ttl)
         self.r.set(_key(job_id, "request"), json.dumps(meta), ex=ttl)
         _save(self.r, info, ttl, create=True)

@@ -44,6 +44,7 @@ class JobRequest:
     faces: bool | None = None
     max_side: int | None = 512
     name: str = "image"
+    strength: float = 1.0  # 0: the photo, 1: the full style
 
 
 @dataclass(frozen=True)
@@ -140,7 +141,9 @@ def paint_runner(settings: Settings) -> Runner:
                 progress(stage, fraction)
 
         painter = get_painter(request.style, settings)
-        img = painter.paint(request.data, max_side=request.max_side, faces=request.faces, progress=relay)
+        img = painter.paint(
+            request.data, max_side=request.max_side, faces=request.faces, strength=request.strength, progress=relay
+        )
         progress("encode", 0.97)
         return PaintOutput(imaging.encode_png(img), img.width, img.height)
 
