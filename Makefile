@@ -1,4 +1,5 @@
-# Two commands a new machine needs: `make serve` (set up, prepare models, serve the page) and `make test`.
+# Two commands a new machine needs: `make serve` (set up, serve the page at once; the models are converted and
+# optimised in the background) and `make test`. `make models` does all the model work up front instead.
 .PHONY: setup setup-test models serve test lint bench
 
 setup:
@@ -10,7 +11,7 @@ setup-test:
 models: setup
 	.venv/bin/anipaint models prepare
 
-serve: models
+serve: setup
 	.venv/bin/anipaint serve
 
 test: setup-test

@@ -138,18 +138,17 @@ def _convert_folder(painter, src: Path, dst: Path, options: dict) -> int:
 
 
 def cmd_styles(args: argparse.Namespace) -> int:
-    from anipaint import store
+    from anipaint import preparation
 
-    settings = _settings(args)
-    statuses = store.style_status(settings)
-    if not statuses:  # only in commercial-only mode, when no row's licence allows commercial use
+    states = preparation.style_states(_settings(args))
+    if not states:  # only in commercial-only mode, when no row's licence allows commercial use
         print("no style here is cleared for commercial use (commercial-only mode); see the README's licence table")
         return 0
-    width = max(len(st.style.id) for st in statuses)
-    for st in statuses:
-        mark = "ready" if st.prepared else ("available" if st.available else "unavailable")
-        extra = f"  ({st.reason})" if st.reason else ""
-        print(f"{st.style.id:<{width}}  {mark:<11}  {st.style.licence.id:<15}  {st.style.label}{extra}")
+    width = max(len(st.style.id) for st in states)
+    for st in states:
+        engine = f" [{st.engine}]" if st.engine else ""
+        extra = f"  ({st.detail})" if st.detail else ""
+        print(f"{st.style.id:<{width}}  {st.state:<11}  {st.style.licence.id:<15}  {st.style.label}{engine}{extra}")
     return 0
 
 

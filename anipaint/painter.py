@@ -6,9 +6,10 @@ its model loads on first use (or :meth:`Painter.warm`) under a lock, so concurre
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -54,6 +55,14 @@ class Painter:
     def loaded(self) -> bool:
         return self._engine is not None
 
+    def reload_engine(self) -> None:
+        """Open the style's engine again (e.g. its fast backend was just built): paints already running finish
+        on the old one, the next ones use the new one."""
+        if self._engine is not None:
+            fresh = Engine(self.style, store.artefact_path(self.style, self.settings), self.settings)
+            with self._lock:
+                self._engine = fresh
+
     def warm(self) -> Painter:
         """Load the model now rather than on the first picture."""
         _ = self.engine
@@ -79,7 +88,12 @@ class Painter:
         ``faces`` restyles each face at its own resolution (default from settings);
         ``strength`` mixes the style with the photo (0: the photo, 1: the full style)."""
         strength = postprocess.check_strength(strength)
-        report = progress or (lambda stage, fraction: None)
+        with painting():
+            return self._paint(image, max_side, faces, face_style, strength,
+                               progress or (lambda stage, fraction: None))
+
+    def _paint(self, image: imaging.ImageInput, max_side: int | None, faces: bool | None, face_style: str | None,
+               strength: float, report: Progress) -> Image.Image:
         timings: dict[str, float] = {}
         t0 = time.perf_counter()
         report("decode", 0.05)
@@ -122,6 +136,48 @@ class Painter:
 
 _painters: dict[tuple[str, str], Painter] = {}
 _painters_lock = threading.Lock()
+
+# Paints under way in this process, for whoever must keep out of their way (background preparation).
+_active = 0
+_active_lock = threading.Lock()
+_activity_listeners: list[Callable[[bool], None]] = []
+
+
+@contextlib.contextmanager
+def painting() -> Iterator[None]:
+    """Mark a paint in progress; listeners hear True when the first starts and False when the last ends."""
+    global _active
+    with _active_lock:
+        _active += 1
+        first = _active == 1
+    if first:
+        for listener in list(_activity_listeners):
+            listener(True)
+    try:
+        yield
+    finally:
+        with _active_lock:
+            _active -= 1
+            last = _active == 0
+        if last:
+            for listener in list(_activity_listeners):
+                listener(False)
+
+
+def on_activity(listener: Callable[[bool], None]) -> Callable[[], None]:
+    """Call ``listener(busy)`` when painting starts and stops; returns the function that unsubscribes it."""
+    _activity_listeners.append(listener)
+    return lambda: _activity_listeners.remove(listener)
+
+
+def busy() -> bool:
+    return _active > 0
+
+
+def loaded_painter(style_id: str, settings: Settings) -> Painter | None:
+    """The painter for an exact style id if this process has already created it."""
+    with _painters_lock:
+        return _painters.get((style_id, str(settings.home)))
 
 
 def get_painter(style: str | None = None, settings: Settings | None = None) -> Painter:

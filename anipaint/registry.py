@@ -99,6 +99,7 @@ def github_file(repo: str, commit: str, path: str, *, lfs: bool = False) -> str:
 # checked after every download, so an origin that serves other bytes is refused, never converted.
 TERRYKY = "terryky/tflite_gles_app", "11bffd9751cec6e53f176b2386771a2f9db007ae"
 TUANMJNH = "tuanmjnh/AnimeGANv3_Video", "9d1e5e9e3a2f54a3d6781880a4df1d996e842a7b"
+ZEEBLAZE = "zeeblaze/meetig-AI-T", "d92dffa579c38637993901ce50e0ba399b08ed07"
 ANIMEGAN_JS = "coolseaweed/AnimeGAN-js"
 # The AnimeGAN-js models live in three copies in that repository (models/, build/models/, public/models/ at
 # different commits); each file is pinned where its stored copy was found. The model.json files there match ours
@@ -256,6 +257,7 @@ STYLES: tuple[Style, ...] = (
             Source(
                 "animeganv3/AnimeGANv3_PortraitSketch_fp16.onnx",
                 "b78d071098843614408f55760acfff670afb597d035d198a9a122e37f8b10b88",
+                None,  # not found in the stored history of zeeblaze/meetig-AI-T: no origin to pin (mirror only)
             ),
         ),
         licence=V3_LICENCE,
@@ -270,6 +272,7 @@ STYLES: tuple[Style, ...] = (
             Source(
                 "animeganv3/AnimeGANv3_JP_face_v1.0_fp16.onnx",
                 "696daebf32d80d25b54072901fdfcf80775176c7e06fe678be1ea93ea6f97c18",
+                github_file(*ZEEBLAZE, "models/quantized-models/AnimeGANv3_JP_face_v1.0_fp16.onnx"),
             ),
         ),
         licence=V3_LICENCE,

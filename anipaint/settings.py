@@ -59,6 +59,7 @@ class Settings:
     # every style's fast engine, one step at a time in a low-priority process; "convert" only converts;
     # "off" does nothing (each style converts on first use and runs its plain engine).
     background: str = "all"
+    background_nice: int = 19  # CPU priority of that process (19: only what paints leave over)
 
     # Picture defaults.
     default_style: str = "v3-hayao"  # falls back to an offered style in commercial-only mode

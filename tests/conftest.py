@@ -22,6 +22,9 @@ SOURCES = Path(os.environ.get("ANIPAINT_SOURCES") or REPO.parent / "shared" / "m
 _SESSION_HOME = Path(tempfile.mkdtemp(prefix="anipaint-test-home-"))
 os.environ["ANIPAINT_HOME"] = str(_SESSION_HOME)
 os.environ["ANIPAINT_SOURCES"] = str(SOURCES)
+# Test servers convert the other styles in the background but build no engines (minutes of CPU each);
+# tests/test_first_run.py checks the full background preparation.
+os.environ.setdefault("ANIPAINT_BACKGROUND", "convert")
 
 SAMPLES = settings_from_env().samples_dir
 GROUP_PHOTO = SAMPLES / "group_pakutaso.jpg"

@@ -1,4 +1,5 @@
-"""Start-up in the background: prepare the default style's model, load it, then prepare the rest.
+"""Start-up in the background: prepare the default style's model, load it, then hand the rest to a
+:class:`~anipaint.preparation.Preparer` (the other styles, the fast engines) so the page paints meanwhile.
 
 ``/healthz`` answers at once; ``/readyz`` turns 200 when the default painter is warm.
 """
@@ -6,10 +7,9 @@
 from __future__ import annotations
 
 import logging
-import os
 import threading
 
-from anipaint import store
+from anipaint import preparation, store
 from anipaint.settings import Settings
 
 log = logging.getLogger("anipaint.service")
@@ -24,6 +24,14 @@ class Readiness:
         self.style_id: str | None = None
         self.error: str | None = None
         self._thread: threading.Thread | None = None
+        self.preparer = preparation.Preparer(settings)
+
+    def states(self) -> list[preparation.StyleState]:
+        """Each style: ready, converting, optimising or unavailable (and why)."""
+        return preparation.style_states(self.settings, self.preparer if self.warm else None)
+
+    def stop(self) -> None:
+        self.preparer.stop()
 
     def start(self) -> None:
         if self._thread is None:
@@ -53,16 +61,8 @@ class Readiness:
             self.state = f"the default style could not be loaded: {exc}"
             log.exception("warm-up failed")
             return
-        # The other styles whose sources are here convert now, at low priority, rather than on first use.
-        todo = [st.style.id for st in store.style_status(s) if st.available and not st.prepared]
-        if not todo:
-            return
+        # Everything else (the other styles, every fast engine) is done in the background, out of paints' way.
         try:
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)  # this thread only (Linux)
-        except (AttributeError, OSError):
-            pass
-        try:
-            for style_id, outcome in store.prepare(todo, s).items():
-                log.info("prepare %s: %s", style_id, outcome)
-        except Exception:
-            log.exception("preparing the other styles failed")
+            self.preparer.start(first=style.id)
+        except Exception:  # noqa: BLE001 - styles still convert on first use
+            log.exception("background preparation could not start")

@@ -1,0 +1,294 @@
+"""Getting every style ready after the page is up, without getting in a paint's way.
+
+A server converts only its default style before it answers (seconds); everything else — converting the other
+styles, building their fast engines and measuring them for ``auto`` — is a list of steps that a :class:`Preparer`
+runs one at a time in a separate process (``python -m anipaint.preparation``) at the lowest CPU priority. While
+this process paints, the preparer waits between steps, and an engine build or measurement in progress is
+stopped (SIGSTOP) until the paint ends: under ``auto`` a paint never needs a lock such a step holds, and a
+measurement disturbed by a paint is thrown away by :mod:`anipaint.engine.timing`. A style paints with its plain
+engine as soon as it is converted; when its fast engine is ready the server's painter moves onto it.
+
+:func:`style_states` says for each style: ``ready``, ``converting``, ``optimising`` or ``unavailable`` (why).
+``anipaint models prepare`` does all of it up front instead.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from anipaint import store
+from anipaint.registry import Style, get_style
+from anipaint.settings import Settings, get_settings, settings_from_env, to_env
+
+log = logging.getLogger("anipaint.preparation")
+
+READY, CONVERTING, OPTIMISING, UNAVAILABLE = "ready", "converting", "optimising", "unavailable"
+
+
+@dataclass(frozen=True)
+class StyleState:
+    style: Style
+    state: str  # ready | converting | optimising | unavailable
+    detail: str | None  # why unavailable, or what is happening
+    engine: str | None  # the backend its paints run on now (None: not converted yet)
+
+
+# ---- what is done already ------------------------------------------------------------------------------------
+
+
+def needs_engine(style: Style) -> bool:
+    from anipaint.engine import backends
+
+    return len(backends.applicable(style)) > 1
+
+
+_keys: dict[tuple[str, int, int], str] = {}
+
+
+def _engine_key(artefact: Path) -> str:
+    """The engine cache key of an artefact, remembered per file version (it hashes the weights)."""
+    from anipaint.engine import backends
+
+    stat = artefact.stat()
+    marker = (str(artefact), stat.st_mtime_ns, stat.st_size)
+    if marker not in _keys:
+        _keys[marker] = backends.engine_key(artefact)
+    return _keys[marker]
+
+
+def planned_engine(style: Style, settings: Settings) -> str | None:
+    """The backend the style's paints will use with what is built now, or None when its fast engine still has
+    to be built (or measured, for ``auto``)."""
+    from anipaint.engine import backends
+
+    if not needs_engine(style):
+        return "torch"
+    key = _engine_key(store.artefact_path(style, settings))
+    name = (settings.backend or "auto").lower()
+    if name == "auto":
+        record = backends.read_auto(style, settings, key) or {}
+        name = record.get("choice")
+        if not name:
+            return None
+    if name not in backends.applicable(style):
+        return "torch"
+    if name in backends.NOTHING_TO_BUILD:
+        return name
+    return name if backends.build_path(name, style, settings, key).is_file() else None
+
+
+def style_states(settings: Settings | None = None, preparer: Preparer | None = None) -> list[StyleState]:
+    """Every registry style's state here (with a running preparer: what it is doing)."""
+    from anipaint.painter import loaded_painter
+
+    s = settings if settings is not None else get_settings()
+    out: list[StyleState] = []
+    for st in store.style_status(s):
+        style = st.style
+        failed = preparer.failures.get(style.id) if preparer else None
+        if not st.available:
+            out.append(StyleState(style, UNAVAILABLE, st.reason, None))
+        elif not st.prepared:
+            later = "not yet: on first use or `anipaint models prepare`"
+            detail = preparer.describe(style.id, "convert") if preparer else later
+            out.append(StyleState(style, CONVERTING, failed or detail, None))
+        else:
+            painter = loaded_painter(style.id, s)
+            live = painter.engine.backend_name if painter is not None and painter.loaded else None
+            planned = planned_engine(style, s)
+            if planned is None and not failed:
+                detail = preparer.describe(style.id, "optimise") if preparer else "`anipaint models prepare`"
+                out.append(StyleState(style, OPTIMISING, f"paints with the plain engine; fast engine: {detail}",
+                                      live or "torch"))
+            else:
+                note = f"fast engine failed ({failed}); paints with the plain engine" if failed else None
+                out.append(StyleState(style, READY, note, live or planned or "torch"))
+    return out
+
+
+def plan(settings: Settings, first: str | None = None) -> list[tuple[str, str]]:
+    """The steps still to do, (``convert`` | ``optimise``, style id): ``first`` style first, one style at a time."""
+    statuses = [st for st in store.style_status(settings) if st.available]
+    statuses.sort(key=lambda st: st.style.id != first)
+    steps: list[tuple[str, str]] = []
+    for st in statuses:
+        if not st.prepared:
+            steps.append(("convert", st.style.id))
+        if settings.background == "all" and needs_engine(st.style) and (
+            not st.prepared or planned_engine(st.style, settings) is None
+        ):
+            steps.append(("optimise", st.style.id))
+    return steps
+
+
+# ---- the server's side ---------------------------------------------------------------------------------------
+
+
+class Preparer:
+    """Runs :func:`plan`'s steps in a low-priority child process and moves painters onto their fast engines."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.steps: list[tuple[str, str]] = []
+        self.current: tuple[str, str] | None = None
+        self.failures: dict[str, str] = {}
+        self.finished = threading.Event()
+        self._proc: subprocess.Popen | None = None
+        self._stopped = False  # the child is SIGSTOPped
+        self._lock = threading.Lock()
+        self._unsubscribe = None
+
+    def describe(self, style_id: str, step: str) -> str:
+        if self.current == (step, style_id):
+            return "in progress"
+        if (step, style_id) in self.steps:
+            return "queued"
+        return "on first use" if step == "convert" else "not planned"
+
+    def start(self, first: str | None = None) -> None:
+        from anipaint.painter import on_activity
+
+        self.steps = plan(self.settings, first)
+        if not self.steps or self.settings.background == "off":
+            self.finished.set()
+            return
+        env = {**os.environ, **to_env(self.settings), "PYTHONUNBUFFERED": "1"}
+        args = [f"{step}:{style_id}" for step, style_id in self.steps]
+        self._proc = subprocess.Popen([sys.executable, "-m", "anipaint.preparation", *args], env=env,
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+        self._unsubscribe = on_activity(self._on_activity)
+        atexit.register(self.stop)  # never leave a stopped child behind
+        threading.Thread(target=self._follow, name="anipaint-preparer", daemon=True).start()
+
+    def stop(self) -> None:
+        proc = self._proc
+        if self._unsubscribe:
+            self._unsubscribe()
+        if proc is not None and proc.poll() is None:
+            proc.send_signal(signal.SIGCONT)
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+
+    def _on_activity(self, busy: bool) -> None:
+        with self._lock:
+            proc = self._proc
+            if proc is None or proc.poll() is not None:
+                return
+            try:
+                proc.stdin.write("pause\n" if busy else "go\n")
+                proc.stdin.flush()
+            except (BrokenPipeError, ValueError, OSError):
+                return
+            # Builds and measurements hold no lock a paint under `auto` waits for, so they can stop outright.
+            optimising = self.current is not None and self.current[0] == "optimise"
+            if busy and optimising and (self.settings.backend or "auto") == "auto":
+                proc.send_signal(signal.SIGSTOP)
+                self._stopped = True
+            elif not busy and self._stopped:
+                proc.send_signal(signal.SIGCONT)
+                self._stopped = False
+
+    def _follow(self) -> None:
+        from anipaint.painter import busy, loaded_painter
+
+        assert self._proc is not None and self._proc.stdout is not None
+        for line in self._proc.stdout:
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            step = (event["step"], event["style"])
+            if event["status"] == "start":
+                self.current = step
+                continue
+            self.current = None
+            if step in self.steps:
+                self.steps.remove(step)
+            if event["status"] == "failed":
+                self.failures[event["style"]] = event.get("detail") or "failed"
+                log.warning("background %s of %s failed: %s", *step, event.get("detail"))
+                continue
+            log.info("background %s of %s done", *step)
+            painter = loaded_painter(event["style"], self.settings)
+            if event["step"] == "optimise" and painter is not None and painter.loaded:
+                while busy():  # don't load the new engine beside a paint
+                    threading.Event().wait(0.2)
+                try:
+                    painter.reload_engine()
+                    log.info("%s now paints with %s", event["style"], painter.engine.backend_name)
+                except Exception as exc:  # noqa: BLE001 - the old engine keeps painting
+                    self.failures[event["style"]] = f"{type(exc).__name__}: {exc}"
+        self.finished.set()
+
+
+# ---- the child process ---------------------------------------------------------------------------------------
+
+
+def run_steps(steps: Iterable[tuple[str, str]], settings: Settings, go: threading.Event) -> None:
+    """Do each step once ``go`` is set (the parent clears it while it paints), reporting JSON lines on stdout."""
+    from anipaint import engine
+
+    for step, style_id in steps:
+        go.wait()
+        style = get_style(style_id)
+        print(json.dumps({"step": step, "style": style_id, "status": "start"}), flush=True)
+        try:
+            if step == "convert":
+                store.prepare_style(style, settings)
+            else:
+                record = engine.prepare(style, store.ensure_prepared(style, settings), settings)
+                if not record.get("choice"):
+                    raise RuntimeError("no engine chosen")
+            print(json.dumps({"step": step, "style": style_id, "status": "done"}), flush=True)
+        except Exception as exc:  # noqa: BLE001 - reported to the server; the next step still runs
+            detail = f"{type(exc).__name__}: {exc}"
+            print(json.dumps({"step": step, "style": style_id, "status": "failed", "detail": detail}), flush=True)
+
+
+def _listen(go: threading.Event) -> None:
+    """The parent's pause/go lines; its end (the server exited) ends this process too."""
+    for line in sys.stdin:
+        if line.strip() == "pause":
+            go.clear()
+        elif line.strip() == "go":
+            go.set()
+    os._exit(0)
+
+
+def _die_with_parent() -> None:
+    """Linux: be killed when the server goes, even if it was killed while this process was stopped."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def main(argv: list[str] | None = None) -> None:
+    _die_with_parent()
+    settings = settings_from_env()
+    os.nice(max(0, settings.background_nice))
+    go = threading.Event()
+    go.set()
+    threading.Thread(target=_listen, args=(go,), daemon=True).start()
+    steps = [tuple(arg.split(":", 1)) for arg in (sys.argv[1:] if argv is None else argv)]
+    run_steps(steps, settings, go)  # type: ignore[arg-type]
+
+
+if __name__ == "__main__":
+    main()
