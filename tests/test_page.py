@@ -14,8 +14,8 @@ import pytest
 from PIL import Image
 
 from anipaint import postprocess
+from anipaint.quality import psnr
 from anipaint.registry import all_styles
-from conftest import psnr
 from conftest_service import (
     GROUP_PHOTO,
     REPO,

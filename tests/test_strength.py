@@ -14,7 +14,7 @@ from PIL import Image
 
 from anipaint import get_painter, postprocess
 from anipaint.errors import OptionError
-from conftest import psnr
+from anipaint.quality import psnr
 from conftest_service import running_server
 
 STYLE = "v3-cute"  # the fastest style
