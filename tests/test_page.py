@@ -310,4 +310,5 @@ def test_commercial_only_page(prepared_store, tmp_path_factory, page_factory) ->
         else:
             assert "No style here is cleared for commercial use" in page.inner_text('[data-testid="styles"]')
             assert page.locator("#paint").is_disabled()
+            page.wait_for_function("document.getElementById('server-status').dataset.state === 'empty'")
         _shot(page, "page-commercial-only")
