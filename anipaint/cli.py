@@ -162,9 +162,10 @@ def cmd_prepare(args: argparse.Namespace) -> int:
         print(f"  {style_id:<24} {outcome}{': ' + detail if detail else ''}", flush=True)
 
     results = store.prepare(args.styles or None, settings, force=args.force, on_result=show)
-    print(f"  {'face-detector':<24} {results['face-detector']}")
+    for name in store.EXTRA_SOURCES:  # the face detector and the segmenter: not styles, no engines
+        print(f"  {name:<24} {results[name]}")
     if args.engine:
-        _prepare_engines([k for k, v in results.items() if v == "ok" and k != "face-detector"], settings)
+        _prepare_engines([k for k, v in results.items() if v == "ok" and k not in store.EXTRA_SOURCES], settings)
     return 1 if any(v.startswith("failed") for v in results.values()) else 0
 
 

@@ -80,6 +80,7 @@ CARTOONGAN_LICENCE = Licence(
     "Trained on frames of anime films: the licence covers the weights, not the rights in the films they learned "
     "from.",
 )
+CARTOONGAN = "mnicnc404/CartoonGan-tensorflow"
 LICENCES: tuple[Licence, ...] = (
     V1_LICENCE, V1_JS_LICENCE, V2_LICENCE, V3_LICENCE, PORT_LICENCE, WHITEBOX_LICENCE, CARTOONGAN_LICENCE
 )
@@ -159,6 +160,28 @@ def _v1(name: str, label: str, licence: Licence, description: str) -> Style:
             Source(f"{folder}/group1-shard1of1.bin", _V1_SUMS[name][1], _v1_url(name, 1)),
         ),
         licence=licence,
+        description=description,
+    )
+
+
+def _cartoongan(name: str, label: str, description: str, sums: tuple[str, str, str, str]) -> Style:
+    """A CartoonGAN light SavedModel folder: saved_model.pb first (the importer reads the folder it is in)."""
+    folder = f"light_{name}_SavedModel"
+    files = ("saved_model.pb", "variables/variables.index", "variables/variables.data-00000-of-00002",
+             "variables/variables.data-00001-of-00002")
+    # saved_model.pb was seen at one commit, the variables at another (the second data shard of paprika was not
+    # seen at all; it is byte-identical to shinkai's, so its address is pinned at the same commit)
+    commits = ("aaeec2ad87da7cba0bfffd96c26aea6f22c6de0d",) + ("d54080048497b8e8c21b36d739a79b325e6f9447",) * 3
+    return Style(
+        id=f"cartoongan-{name}",
+        label=label,
+        architecture="graph",
+        importer="saved_model",
+        sources=tuple(
+            Source(f"cartoongan/{folder}/{f}", sha, github_file(CARTOONGAN, c, f"exported_models/{folder}/{f}"))
+            for f, sha, c in zip(files, sums, commits, strict=True)
+        ),
+        licence=CARTOONGAN_LICENCE,
         description=description,
     )
 
@@ -281,6 +304,34 @@ STYLES: tuple[Style, ...] = (
         kind="face",
     ),
     Style(
+        id="whitebox",
+        label="White-box cartoon",
+        architecture="graph",
+        importer="tflite_whitebox",
+        sources=(
+            Source(
+                "whitebox/whitebox_cartoon_gan_dr.tflite",
+                "eea087546bfe1dd951c01713af5fbc527c5a351ccf2db3a166e202db5eb5c90b",
+                github_file("margaretmz/Cartoonizer-with-TFLite", "8e275dd7fdc27164ef4fb515ffb0a5eb95b2a991",
+                            "android/app/src/main/ml/whitebox_cartoon_gan_dr.tflite"),
+            ),
+        ),
+        licence=WHITEBOX_LICENCE,
+        description="Flat cartoon colours and clean edges (White-box Cartoonization with its guided filter).",
+    ),
+    _cartoongan("shinkai", "Shinkai (CartoonGAN light)",
+                "Clean anime-film look (light ShuffleNet generator); the Apache-2.0 style.",
+                ("91ee0cf957489e48506c40ef2aea41e0484a331ece6b5ca5aa12c15bf594e339",
+                 "0b24e4ab0850e674078d7f856b7ae224bffd799d1501ff47c9f4792c99ebd859",
+                 "60cdaacda3aa67e2761efeddb94555ef3968f4a6e424664aecfed161772dba0c",
+                 "f2df6b1a2f6098ea770379ce218d25b686d25a16499ec962d1e11fe6b48df62f")),
+    _cartoongan("paprika", "Paprika (CartoonGAN light)",
+                "Sepia tones with visible checkerboard artefacts; Apache-2.0.",
+                ("59bd0f6ae50c7c84b703b404a02c88eb57ba273e721a78a9860d2c3c4cac6b33",
+                 "bacebca19583e8c068fbde83d0fa812587cb47162c799f7a93a8b8f5a5f3c03b",
+                 "658059a798a9147bcc0615a1f41d376b23d4bb68d764cd2d8f4ca5305245927a",
+                 "f2df6b1a2f6098ea770379ce218d25b686d25a16499ec962d1e11fe6b48df62f")),
+    Style(
         id="v2-hayao",
         label="Hayao (AnimeGANv2)",
         architecture="animeganv2",
@@ -320,7 +371,17 @@ FACE_DETECTOR = Source(
 )
 
 # Files that are not styles, by the name `anipaint models fetch` reports them under.
-EXTRA_SOURCES: dict[str, Source] = {"face-detector": FACE_DETECTOR}
+# Not a style: MediaPipe selfie (person) segmentation, Apache-2.0, from the npm package
+# @mediapipe/selfie_segmentation 0.1.1675465747; 256x256 RGB in [0, 1] -> person probability. Converted into a
+# graph artefact by `prepare` (importer "tflite_graph"). Origin: that package's file as jsDelivr serves it.
+SEGMENTER = Source(
+    "segmentation/selfie_segmentation.tflite",
+    "8d13b7fae74af625c641226813616a2117bd6bca19eb3b75574621fc08557f27",
+    "https://cdn.jsdelivr.net/npm/@mediapipe/selfie_segmentation@0.1.1675465747/selfie_segmentation.tflite",
+)
+SEGMENTER_IMPORTER = "tflite_graph"
+
+EXTRA_SOURCES: dict[str, Source] = {"face-detector": FACE_DETECTOR, "segmenter": SEGMENTER}
 
 # Short names; each maps to candidates in order of preference, the first available wins.
 ALIASES: dict[str, tuple[str, ...]] = {
@@ -329,6 +390,7 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "paprika": ("v2-paprika", "v1-paprika"),
     "cute": ("v3-cute",),
     "sketch": ("v3-sketch",),
+    "cartoon": ("whitebox",),
     "charge": ("v1-charge",),
     "iblard": ("v1-iblard",),
     "strange-daddy": ("v1-strange-daddy",),

@@ -30,7 +30,17 @@ from anipaint import downloads, importers
 from anipaint.downloads import sha256_file
 from anipaint.errors import LicenceError, ModelStoreError, StyleError
 from anipaint.networks.architectures import get_architecture
-from anipaint.registry import EXTRA_SOURCES, FACE_DETECTOR, Source, Style, all_styles, candidates, get_style
+from anipaint.registry import (
+    EXTRA_SOURCES,
+    FACE_DETECTOR,
+    SEGMENTER,
+    SEGMENTER_IMPORTER,
+    Source,
+    Style,
+    all_styles,
+    candidates,
+    get_style,
+)
 from anipaint.settings import Settings, get_settings
 
 # Bump when the store's layout changes. Converter *code* changes are caught by converter_digest() below.
@@ -243,6 +253,36 @@ def prepare_face_detector(settings: Settings | None = None) -> Path | None:
     return dest
 
 
+def segmenter_path(settings: Settings | None = None) -> Path:
+    return _settings(settings).models_dir / "segmenter" / "model.pt"
+
+
+def prepare_segmenter(settings: Settings | None = None) -> Path | None:
+    """The person segmenter as a graph artefact, converted on first use and again when the converter code
+    changes; None when its source is absent or fails its checksum."""
+    s = _settings(settings)
+    src = locate_source(SEGMENTER, s)
+    if src is None or sha256_file(src) != SEGMENTER.sha256:
+        return None
+    dest = segmenter_path(s)
+    stamp = {"format_version": FORMAT_VERSION, "converter": converter_digest(), "source": SEGMENTER.sha256}
+    if dest.is_file() and _read_meta(dest.parent) == stamp:
+        return dest
+    s.models_dir.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(s.models_dir / ".segmenter.lock")):
+        if dest.is_file() and _read_meta(dest.parent) == stamp:
+            return dest
+        work = Path(tempfile.mkdtemp(prefix=".segmenter-", dir=s.models_dir))
+        try:
+            importers.convert(SEGMENTER_IMPORTER, [src], work)
+            (work / "meta.json").write_text(json.dumps(stamp))
+            shutil.rmtree(dest.parent, ignore_errors=True)
+            os.replace(work, dest.parent)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+    return dest
+
+
 def prepare(
     style_ids: Iterable[str] | None = None,
     settings: Settings | None = None,
@@ -271,6 +311,7 @@ def prepare(
             on_result(style.id, outcome, detail)
     detector = prepare_face_detector(s)
     results["face-detector"] = "ok" if detector else "skipped: source missing"
+    results["segmenter"] = "ok" if prepare_segmenter(s) else "skipped: source missing"
     return results
 
 

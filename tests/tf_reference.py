@@ -5,8 +5,9 @@ Run as a subprocess so TensorFlow and torch never share a process:
     python tests/tf_reference.py KIND MODEL IN.npz OUT.npz
 
 KIND is ``tfjs`` (model.json: the GraphDef JSON parsed into TensorFlow's own GraphDef, Const values
-dequantized here from the manifest, independently of anipaint), ``pb`` (frozen GraphDef file) or ``tflite``
-(ai_edge_litert Interpreter on the file as is). Every array in IN.npz is an NHWC float32 batch; OUT.npz holds
+dequantized here from the manifest, independently of anipaint), ``pb`` (frozen GraphDef file), ``savedmodel``
+(a TF2 SavedModel folder, its serving signature) or ``tflite`` (ai_edge_litert Interpreter on the file as is).
+Every array in IN.npz is an NHWC float32 batch; OUT.npz holds
 the output for each, under the same key.
 """
 
@@ -78,6 +79,12 @@ def main(kind: str, model: str, in_path: str, out_path: str) -> None:
         outs = [n.name for n in gdef.node if n.name not in consumed and n.op not in ("Const", "NoOp")]
         ins = [n.name for n in gdef.node if n.op == "Placeholder"]
         result = _run_graph_def(gdef, ins[0] + ":0", outs[0] + ":0", arrays)
+    elif kind == "savedmodel":  # a TF2 SavedModel folder, run through its serving signature
+        import tensorflow as tf
+
+        serve = tf.saved_model.load(model).signatures["serving_default"]
+        name = next(iter(serve.structured_input_signature[1]))
+        result = {k: next(iter(serve(**{name: tf.constant(v)}).values())).numpy() for k, v in arrays.items()}
     elif kind == "tflite":
         from ai_edge_litert.interpreter import Interpreter
 

@@ -16,11 +16,13 @@ from typing import Any
 CONVERTERS: dict[str, str] = {
     "tflite_v2": "anipaint.importers.tflite_v2:convert_v2",
     "tflite_graph": "anipaint.importers.tflite:convert_graph",
+    "tflite_whitebox": "anipaint.importers.tflite:convert_whitebox",
     "tfjs_v1": "anipaint.importers.graphdef:convert_tfjs_v1",
     "graphdef_pb": "anipaint.importers.graphdef:convert_pb",
     "torch_port": "anipaint.importers.torch_port:convert",
     "onnx": "anipaint.importers.onnx_model:convert",
     "onnx_graph": "anipaint.importers.onnx_graph:convert_graph",
+    "saved_model": "anipaint.importers.savedmodel:convert",
 }
 
 

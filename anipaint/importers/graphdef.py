@@ -59,7 +59,7 @@ def read_pb(path: Path) -> Graph:
     gdef = graph_pb2.GraphDef()
     gdef.ParseFromString(Path(path).read_bytes())
     consts = {n.name: tensor_to_numpy(n.attr["value"].tensor) for n in gdef.node if n.op == "Const"}
-    return _translate(gdef, consts, outputs=None, meta={"source_format": "graphdef_pb", "file": Path(path).name})
+    return translate(gdef, consts, outputs=None, meta={"source_format": "graphdef_pb", "file": Path(path).name})
 
 
 def read_tfjs(model_json: Path, shards: list[Path] | None = None) -> Graph:
@@ -84,7 +84,7 @@ def read_tfjs(model_json: Path, shards: list[Path] | None = None) -> Graph:
         outputs = [_tensor_name(o["name"]) for o in signature["outputs"].values()]
     meta = {"source_format": "tfjs_graph_model", "file": model_json.name,
             "converted_by": str(model.get("convertedBy", "")), "generated_by": str(model.get("generatedBy", ""))}
-    return _translate(gdef, consts, outputs=outputs, meta=meta)
+    return translate(gdef, consts, outputs=outputs, meta=meta)
 
 
 def read_tfjs_weights(folder: Path, manifest: list[dict[str, Any]], shards: list[Path] | None = None
@@ -220,7 +220,7 @@ def attr_to_python(value: Any) -> Any:
     return None  # tensors and functions: not attributes the executor needs
 
 
-def _translate(gdef: graph_pb2.GraphDef, consts: dict[str, np.ndarray], outputs: list[str] | None,
+def translate(gdef: graph_pb2.GraphDef, consts: dict[str, np.ndarray], outputs: list[str] | None,
                meta: dict[str, Any]) -> Graph:
     by_name = {n.name: n for n in gdef.node}
 

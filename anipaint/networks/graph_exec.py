@@ -104,7 +104,7 @@ for _name, _fn in {
     "Identity": lambda t: t, "StopGradient": lambda t: t, "Sqrt": torch.sqrt, "Rsqrt": torch.rsqrt,
     "Tanh": torch.tanh, "Relu": torch.relu, "Relu6": lambda t: t.clamp(0, 6), "Sigmoid": torch.sigmoid,
     "Neg": torch.neg, "Square": torch.square, "Exp": torch.exp, "Abs": torch.abs,
-    "Reciprocal": torch.reciprocal, "Floor": torch.floor,
+    "Reciprocal": torch.reciprocal, "Floor": torch.floor, "HardSwish": F.hardswish,
 }.items():
     OPS[_name] = _unary(_fn)
 
@@ -175,6 +175,22 @@ def _conv(ctx: Context, node: Node, args: list[Val]) -> Val:
         padding = (0, 0)
     bias = args[2].t.reshape(-1) if len(args) > 2 else None  # TFLite-style fused bias, if an importer keeps it
     y = F.conv2d(x, weight.to(x.dtype), bias, (sh, sw), padding, (dh, dw), groups)
+    return Val(y, True)
+
+
+@op("Conv2DBackpropInput")
+def _conv_transpose(ctx: Context, node: Node, args: list[Val]) -> Val:
+    """TF's transposed convolution: inputs (output sizes NHWC, filter [H, W, out, in], value)."""
+    size, w, x = args[0].ints(), args[1].nhwc(), args[2].nchw()
+    strides = [int(s) for s in node.attrs.get("strides", [1, 1, 1, 1])]
+    sh, sw = strides[1], strides[2]
+    y = F.conv_transpose2d(x, w.permute(3, 2, 0, 1).to(x.dtype), None, (sh, sw))  # full: (in - 1) * s + k
+    out_h, out_w = size[1], size[2]
+    top, left = (same_padding(out_h, w.shape[0], sh)[0], same_padding(out_w, w.shape[1], sw)[0]) \
+        if node.attrs.get("padding") == "SAME" else (0, 0)
+    y = y[..., top : top + out_h, left : left + out_w]
+    if y.shape[-2] < out_h or y.shape[-1] < out_w:  # kernel smaller than the stride: zeros at the end
+        y = F.pad(y, (0, out_w - y.shape[-1], 0, out_h - y.shape[-2]))
     return Val(y, True)
 
 
@@ -270,6 +286,17 @@ def _gather(ctx: Context, node: Node, args: list[Val]) -> Val:
     axis = args[2].scalar() % t.dim() if len(args) > 2 else 0
     y = torch.index_select(t, axis, idx.reshape(-1))
     return Val(y.reshape(list(t.shape[:axis]) + list(idx.shape) + list(t.shape[axis + 1:])), False)
+
+
+@op("Split")
+def _split(ctx: Context, node: Node, args: list[Val]) -> Val:
+    """One output of TF's Split (IR nodes have one output each): part ``output_index`` of ``num_split``."""
+    axis, v = args[0].scalar(), args[1]
+    n, k = int(node.attrs["num_split"]), int(node.attrs.get("output_index", 0))
+    if v.is_nchw:
+        return Val(torch.chunk(v.t, n, dim=_NHWC_TO_NCHW_AXIS[axis % 4])[k], True)
+    t = v.t
+    return Val(torch.chunk(t, n, dim=axis % t.dim())[k], False)
 
 
 @op("Range")
