@@ -83,6 +83,8 @@
     try {
       const res = await fetch("/readyz", { cache: "no-store" });
       serverState = res.ok ? "ready" : "starting";
+      // Not warming up but empty: no style can paint here, so the default style never loads.
+      if (!res.ok && state.loadedStyles && !state.styles.some((s) => s.available)) serverState = "empty";
     } catch (_) {
       serverState = "down";
     }
