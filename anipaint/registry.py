@@ -370,17 +370,19 @@ FACE_DETECTOR = Source(
                 "onnx/yunet_n_dynamic.onnx"),
 )
 
-# Files that are not styles, by the name `anipaint models fetch` reports them under.
 # Not a style: MediaPipe selfie (person) segmentation, Apache-2.0, from the npm package
 # @mediapipe/selfie_segmentation 0.1.1675465747; 256x256 RGB in [0, 1] -> person probability. Converted into a
-# graph artefact by `prepare` (importer "tflite_graph"). Origin: that package's file as jsDelivr serves it.
+# graph artefact by `prepare` (importer "tflite_graph"). Origin: the file inside that version's tarball on the npm
+# registry (``#member``: see anipaint.downloads); `npm pack` of that version holds exactly these bytes.
 SEGMENTER = Source(
     "segmentation/selfie_segmentation.tflite",
     "8d13b7fae74af625c641226813616a2117bd6bca19eb3b75574621fc08557f27",
-    "https://cdn.jsdelivr.net/npm/@mediapipe/selfie_segmentation@0.1.1675465747/selfie_segmentation.tflite",
+    "https://registry.npmjs.org/@mediapipe/selfie_segmentation/-/selfie_segmentation-0.1.1675465747.tgz"
+    "#package/selfie_segmentation.tflite",
 )
 SEGMENTER_IMPORTER = "tflite_graph"
 
+# Files that are not styles, by the name `anipaint models fetch` reports them under.
 EXTRA_SOURCES: dict[str, Source] = {"face-detector": FACE_DETECTOR, "segmenter": SEGMENTER}
 
 # Short names; each maps to candidates in order of preference, the first available wins.

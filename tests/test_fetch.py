@@ -6,6 +6,7 @@ are empty temporary folders, so every file the command uses really came over HTT
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import io
 import os
@@ -146,3 +147,33 @@ def test_without_a_mirror_a_file_with_no_known_origin_is_named(tmp_path):
     style = get_style("v3-cute")
     with pytest.raises(ModelStoreError, match="no public origin"):
         store.fetch_style(style, settings)
+
+
+def test_a_savedmodel_style_comes_as_several_files(tmp_path, sources):
+    """CartoonGAN's SavedModel: saved_model.pb and its variables/ bundle, each fetched into its own place."""
+    style = get_style("cartoongan-shinkai")
+    if not (sources / style.sources[0].path).is_file():
+        pytest.skip("CartoonGAN sources not here")
+    settings = Settings(home=tmp_path / "home", sources=tmp_path / "none")
+    with serving(sources) as mirror:
+        paths = store.fetch_style(style, dataclasses.replace(settings, mirror=mirror.url))
+    assert len(paths) == len(style.sources) >= 3
+    for src, path in zip(style.sources, paths, strict=True):
+        assert path == settings.home / "downloads" / src.path and sha256(path) == src.sha256
+    assert any("/variables/" in src.path for src in style.sources)
+    status = {st.style.id: st for st in store.style_status(settings)}[style.id]
+    assert status.available and not status.prepared
+
+
+def test_fetch_without_names_gets_every_style_and_the_helper_models(tmp_path, sources):
+    settings = Settings(home=tmp_path / "home", sources=tmp_path / "none")
+    with serving(sources) as mirror:
+        results = store.fetch(None, dataclasses.replace(settings, mirror=mirror.url))
+    assert results["face-detector"] == "ok" and results["segmenter"] == "ok"
+    for style_id, outcome in results.items():
+        if style_id.startswith("v2-") and style_id != "v2-hayao":  # the port's files are not in the sources
+            assert outcome.startswith("failed") and "HTTP 404" in outcome
+        else:
+            assert outcome == "ok", (style_id, outcome)
+    usable = {st.style.id for st in store.style_status(settings) if st.available}
+    assert {"v3-hayao", "v2-hayao", "v1-paprika", "whitebox"} <= usable
