@@ -307,6 +307,13 @@ def test_commercial_only_page(prepared_store, tmp_path_factory, page_factory) ->
         if shown:
             assert "commercial use allowed" in page.inner_text('[data-testid="style-licence"]')
             assert "Apache-2.0" in page.inner_text('[data-testid="style-licence"]')
+            page.set_input_files('[data-testid="file-input"]', str(GROUP_PHOTO))
+            page.click('label[for="faces"]')
+            page.click('[data-testid="paint"]')
+            page.wait_for_function("document.body.dataset.state === 'done'", timeout=240_000)
+            label = next(s["label"] for s in server.client.get("/api/styles").json() if s["id"] == shown[0])
+            assert page.inner_text('[data-testid="result-info"]').startswith(label.split(" (")[0])
+            page.evaluate("window.scrollTo(0, 0)")
         else:
             assert "No style here is cleared for commercial use" in page.inner_text('[data-testid="styles"]')
             assert page.locator("#paint").is_disabled()
