@@ -44,6 +44,7 @@ def _cli(*args: str, commercial_only: bool = True) -> subprocess.CompletedProces
 
 def test_every_style_carries_a_licence_from_the_table() -> None:
     for style in all_styles():
+        assert style.label and style.description, style.id  # what its card on the page shows
         assert style.licence in LICENCES, style.id
         assert style.licence.id in LICENCE_IDS
         assert style.licence.text and style.licence.source.startswith("https://"), style.id
