@@ -1,6 +1,6 @@
 """Write one side-by-side PNG per style (input | painted) and a contact sheet of all styles.
 
-    .venv/bin/python scripts/styles_side_by_side.py [--out out/styles] [--size 512] [--faces]
+    .venv/bin/python scripts/styles_side_by_side.py [--out out/styles] [--size 512] [--faces] [--styles a,b]
 
 Pictures are written to a git-ignored folder; they are for looking at, not for committing.
 """
@@ -56,6 +56,7 @@ def main() -> None:
     parser.add_argument("--out", default="out/styles")
     parser.add_argument("--size", type=int, default=512)
     parser.add_argument("--faces", action="store_true", help="also restyle faces separately")
+    parser.add_argument("--styles", default="", help="comma-separated style ids (default: every available style)")
     args = parser.parse_args()
     settings = get_settings()
     out = Path(args.out)
@@ -63,7 +64,10 @@ def main() -> None:
     photos = sample_photos(settings)
     inputs = {name: labelled(p.copy().resize(_fit(p, args.size)), f"{name}: input") for name, p in photos.items()}
     sheet_rows = [row(list(inputs.values()))]
+    wanted = {s.strip() for s in args.styles.split(",") if s.strip()}
     for status in store.style_status(settings):
+        if wanted and status.style.id not in wanted:
+            continue
         if not status.available:
             print(f"{status.style.id:<22} unavailable: {status.reason}")
             continue

@@ -17,6 +17,7 @@ from PIL import Image
 from anipaint.importers.onnx_graph import OnnxImportError, convert_graph, read_onnx
 from anipaint.networks.graph_module import GraphModule
 from anipaint.networks.ir import Graph
+from anipaint.quality import psnr
 
 ort = pytest.importorskip("onnxruntime")
 
@@ -45,9 +46,6 @@ def _ours(module: GraphModule, x: np.ndarray) -> np.ndarray:
         return module(torch.from_numpy(x).permute(0, 3, 1, 2)).permute(0, 2, 3, 1).numpy()
 
 
-def _psnr(a: np.ndarray, b: np.ndarray) -> float:
-    mse = float(np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2))
-    return float("inf") if mse == 0 else 10 * np.log10(4.0 / mse)
 
 
 def test_matches_onnxruntime_on_photos(imported, group_photo: Image.Image, astronaut: Image.Image) -> None:
@@ -61,7 +59,7 @@ def test_matches_onnxruntime_on_photos(imported, group_photo: Image.Image, astro
         for name, x in _photos(group_photo, astronaut, h, w).items():
             ref = session.run(None, {inp.name: x.astype(dtype)})[0].astype(np.float32)
             ours = _ours(module, x)
-            value = _psnr(ours, ref)
+            value = psnr(ours, ref, peak=2.0)
             print(f"{style} {name} {h}x{w}: GraphModule vs ONNX Runtime PSNR {value:.1f} dB")
             assert ours.shape == ref.shape and value >= 35.0, (name, h, w, value)
 

@@ -18,6 +18,7 @@ from PIL import Image
 
 from anipaint.importers.savedmodel import SavedModelImportError, convert, read_bundle, read_saved_model
 from anipaint.networks.graph_module import GraphModule
+from anipaint.quality import psnr
 
 ROOT = Path(__file__).resolve().parents[1]
 FOLDERS = {"cartoongan-shinkai": "cartoongan/light_shinkai_SavedModel",
@@ -35,9 +36,6 @@ def _photos(group_photo: Image.Image, astronaut: Image.Image) -> dict[str, np.nd
     return out
 
 
-def _psnr(a: np.ndarray, b: np.ndarray) -> float:
-    mse = float(np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2))
-    return float("inf") if mse == 0 else 10 * np.log10(4.0 / mse)
 
 
 @pytest.fixture(scope="module", params=sorted(FOLDERS))
@@ -64,7 +62,7 @@ def test_matches_tensorflow_on_photos(converted, group_photo: Image.Image, astro
     for key, x in inputs.items():
         with torch.no_grad():
             ours = module(torch.from_numpy(x).permute(0, 3, 1, 2)).permute(0, 2, 3, 1).numpy()
-        value = _psnr(ours, ref[key])
+        value = psnr(ours, ref[key], peak=2.0)
         print(f"{style} {key}: GraphModule vs TensorFlow PSNR {value:.1f} dB")
         assert ours.shape == ref[key].shape and value >= 35.0, (key, value)
 

@@ -21,6 +21,7 @@ from PIL import Image
 from anipaint.importers.tflite import convert_whitebox, read_tflite
 from anipaint.networks.graph_module import GraphModule
 from anipaint.networks.ir import Graph
+from anipaint.quality import psnr
 
 litert = pytest.importorskip("ai_edge_litert.interpreter")
 
@@ -63,9 +64,6 @@ def _ours(module: GraphModule, x: np.ndarray) -> np.ndarray:
         return module(torch.from_numpy(x).permute(0, 3, 1, 2)).permute(0, 2, 3, 1).numpy()
 
 
-def _psnr(a: np.ndarray, b: np.ndarray, peak: float) -> float:
-    mse = float(np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2))
-    return float("inf") if mse == 0 else 10 * np.log10(peak * peak / mse)
 
 
 def _photo(img: Image.Image, w: int, h: int, lo: float, hi: float) -> np.ndarray:
@@ -94,7 +92,7 @@ def test_whitebox_file_applies_the_guided_filter_itself(sources: Path, group_pho
                      if d["name"].startswith("generator/Conv_9/BiasAdd") and list(d["shape"]) == [1, 512, 512, 3])
     raw, out = it.get_tensor(generator)[0], it.get_tensor(it.get_output_details()[0]["index"])[0]
     filtered = _guided_filter(x[0].astype(np.float64), raw.astype(np.float64))
-    assert _psnr(out, filtered, 2.0) > 100.0 and _psnr(out, raw, 2.0) < 25.0
+    assert psnr(out, filtered, 2.0) > 100.0 and psnr(out, raw, 2.0) < 25.0
     assert out.min() < -1.0 or out.max() > 1.0  # not clipped yet
 
 
@@ -106,7 +104,7 @@ def test_whitebox_matches_litert(sources: Path, whitebox: GraphModule, group_pho
     for name, x in pictures.items():
         ref = np.clip(_litert(sources / WHITEBOX, x)[0], -1, 1)
         ours = _ours(whitebox, x)[0]
-        value = _psnr(ours, ref, 2.0)
+        value = psnr(ours, ref, 2.0)
         print(f"whitebox {name} 512x512: GraphModule vs LiteRT (clipped) PSNR {value:.1f} dB")
         assert value >= 35.0, (name, value)
         assert ours.min() >= -1.0 and ours.max() <= 1.0
@@ -120,7 +118,7 @@ def test_whitebox_paints_any_size(whitebox: GraphModule, group_photo: Image.Imag
     square = _ours(whitebox, _photo(group_photo, 512, 512, -1, 1))[0]
     resized = np.asarray(Image.fromarray(((square + 1) * 127.5).round().astype(np.uint8))
                          .resize((640, 384), Image.Resampling.BICUBIC), np.float32) / 127.5 - 1
-    value = _psnr(y, resized, 2.0)
+    value = psnr(y, resized, 2.0)
     print(f"whitebox 384x640 vs own 512x512 output resized: PSNR {value:.1f} dB (loose)")
     assert value >= 22.0
 
@@ -137,7 +135,7 @@ def test_segmenter_matches_litert(sources: Path, segmenter_graph: Graph, group_p
     for name, img in (("group", group_photo), ("astronaut", astronaut)):
         x = _photo(img, 256, 256, 0, 1)
         ref, ours = _litert(sources / SEGMENTER, x), _ours(module, x)
-        value = _psnr(ours, ref, 1.0)
+        value = psnr(ours, ref, 1.0)
         print(f"segmenter {name} 256x256: GraphModule vs LiteRT PSNR {value:.1f} dB")
         assert ours.shape == ref.shape == (1, 256, 256, 1) and value >= 35.0, (name, value)
     with torch.no_grad():  # other sizes run too (global average pools, live upsampling sizes)
@@ -159,7 +157,7 @@ def test_load_segmenter_through_the_store(sources: Path, group_photo: Image.Imag
         rgb = np.asarray(img.convert("RGB"))
         prob = segment(rgb)
         x = (np.asarray(img.convert("RGB").resize((256, 256), Image.Resampling.BILINEAR), np.float32) / 255)[None]
-        value = _psnr(prob, _litert(sources / SEGMENTER, x)[0, :, :, 0], 1.0)
+        value = psnr(prob, _litert(sources / SEGMENTER, x)[0, :, :, 0], 1.0)
         print(f"load_segmenter {name} {rgb.shape[1]}x{rgb.shape[0]}: vs LiteRT on the same 256x256 input "
               f"PSNR {value:.1f} dB")
         assert prob.shape == (256, 256) and prob.dtype == np.float32 and value >= 35.0
