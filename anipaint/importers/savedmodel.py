@@ -254,7 +254,7 @@ def _meta_graph(folder: Path) -> meta_graph_pb2.MetaGraphDef:
     try:
         metas = _fields(path.read_bytes()).get(2, [])
         return meta_graph_pb2.MetaGraphDef.FromString(metas[0])
-    except (OSError, IndexError, ValueError, Exception) as exc:  # noqa: BLE001 - protobuf's decode errors vary
+    except Exception as exc:  # noqa: BLE001 - a missing file, an empty message and protobuf's decode errors
         raise SavedModelImportError(f"{path} is not a SavedModel: {exc}") from exc
 
 
@@ -284,8 +284,7 @@ def read_saved_model(folder: Path | str, signature: str = "serving_default") -> 
         raise SavedModelImportError(f"{folder}: no saved value for {missing[:3]}")
     results = inliner.call(call.attr["f"].func.name, call.name, args)
     meta_out = {"source_format": "saved_model", "source": folder.name, "variables": len(keys), "layout": "NHWC"}
-    graph = translate(inliner.flat, inliner.consts, [results[int(output_index or 0)]], meta_out)
-    return graph
+    return translate(inliner.flat, inliner.consts, [results[int(output_index or 0)]], meta_out)
 
 
 def convert(sources: list[Path], out_dir: Path) -> dict[str, Any]:
