@@ -174,6 +174,7 @@ class Preparer:
         proc = self._proc
         if self._unsubscribe:
             self._unsubscribe()
+            self._unsubscribe = None
         if proc is not None and proc.poll() is None:
             proc.send_signal(signal.SIGCONT)
             proc.terminate()
