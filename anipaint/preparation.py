@@ -249,7 +249,7 @@ def run_steps(steps: Iterable[tuple[str, str]], settings: Settings, go: threadin
         print(json.dumps({"step": step, "style": style_id, "status": "start"}), flush=True)
         try:
             if step == "convert":
-                store.prepare_style(style, settings)
+                store.ensure_prepared(style, settings)  # with auto_fetch: downloads a missing source first
             else:
                 record = engine.prepare(style, store.ensure_prepared(style, settings), settings)
                 if not record.get("choice"):
