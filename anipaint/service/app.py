@@ -258,12 +258,15 @@ def create_app(settings: Settings | None = None, queue: JobQueue | None = None) 
                 "licence_text": " ".join(filter(None, (st.style.licence.text, st.style.licence.note))),
                 "licence_source": st.style.licence.source,
                 "commercial": st.style.licence.commercial,
-                "available": st.available,
-                "reason": st.reason,
+                "available": st.state != "unavailable",
+                "reason": st.detail if st.state == "unavailable" else None,
+                "state": st.state,
+                "detail": st.detail,
+                "engine": st.engine,
                 "thumbnail": f"/api/styles/{st.style.id}/thumbnail",
                 "default": st.style.id == default,
             }
-            for st in await asyncio.to_thread(store.style_status, s)
+            for st in await asyncio.to_thread(readiness.states)
         ]
 
     @app.get(
@@ -309,7 +312,9 @@ def create_app(settings: Settings | None = None, queue: JobQueue | None = None) 
     @app.get("/readyz", tags=["service"], summary="The default style's model is loaded")
     async def readyz() -> JSONResponse:
         if readiness.ready:
-            return JSONResponse({"status": "ready", "style": readiness.style_id})
+            states = {st.style.id: st.state for st in await asyncio.to_thread(readiness.states)
+                      if st.state != "unavailable"}
+            return JSONResponse({"status": "ready", "style": readiness.style_id, "styles": states})
         return JSONResponse({"detail": readiness.state}, 503, headers={"Retry-After": "2"})
 
     @app.get("/metrics", tags=["service"], summary="Prometheus metrics")

@@ -39,6 +39,12 @@ class StyleOut(BaseModel):
     commercial: bool = Field(description="Whether the weights' licence allows commercial use.")
     available: bool
     reason: str | None = Field(None, description="Why the style is not available here.")
+    state: Literal["ready", "converting", "optimising", "unavailable"] = Field(
+        "ready", description="ready; converting (paints once converted); optimising (paints now on its plain engine "
+        "while its fast engine is built in the background); unavailable (see reason)."
+    )
+    detail: str | None = Field(None, description="What is happening to the style, or why it is unavailable.")
+    engine: str | None = Field(None, description="The backend its paints run on now (None until converted).")
     thumbnail: str = Field(description="URL of a sample picture painted in this style.")
     default: bool
 

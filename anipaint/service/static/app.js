@@ -121,9 +121,27 @@
       const pick = usable.find((s) => s.id === saved) || usable.find((s) => s.default) || usable[0];
       state.style = pick ? pick.id : null;
       renderStyles(true);
+      watchPreparation();
     } catch (_) {
       showMessage("error", "err.network");
     }
+  }
+
+  // Styles the server is still converting or optimising in the background: refresh their state until ready.
+  function watchPreparation() {
+    if (state.styles.some((s) => s.state === "converting" || s.state === "optimising")) {
+      setTimeout(refreshStyles, 5000);
+    }
+  }
+
+  async function refreshStyles() {
+    try {
+      const res = await fetch("/api/styles");
+      if (!res.ok) throw new Error(String(res.status));
+      state.styles = await res.json();
+      renderStyles(false);
+    } catch (_) { /* try again later */ }
+    watchPreparation();
   }
 
   function splitLabel(label) {
@@ -174,7 +192,9 @@
       }
       const [name, family] = splitLabel(s.label);
       card.querySelector(".name").textContent = name;
-      card.querySelector(".reason").textContent = family;
+      const busy = s.state === "converting" || s.state === "optimising";
+      card.querySelector(".reason").textContent = busy ? `${family} · ${t("style." + s.state)}` : family;
+      card.dataset.state = s.state || "";
       card.title = `${s.label}\n${s.description}\n${t("style.licence", { id: s.licence })}`;
       card.dataset.licence = s.licence;
       card.classList.toggle("selected", s.id === state.style);

@@ -1,0 +1,78 @@
+"""First run on an empty store: the server paints in its default style before the background preparation is
+done, says what each style is doing, and moves the style onto its fast engine without a restart.
+
+The sources folder holds two styles: a PyTorch-port AnimeGANv2 file (the default; ``auto`` measures its plain
+and strip engines — the cheapest measurement there is) and v3 Cute (converted in the background; nothing to
+build). Timings are not asserted here.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import shutil
+import time
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from anipaint import store
+from anipaint.settings import Settings
+from conftest_service import photo_bytes, running_server
+
+# Measuring the engines takes about a minute on a quiet 2-core machine, many times that on a busy one.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]
+DEFAULT = "v2-face-paint-512-v2"
+
+
+def _styles(server) -> dict[str, dict]:
+    res = server.client.get("/api/styles")
+    assert res.status_code == 200, res.text
+    return {st["id"]: st for st in res.json()}
+
+
+def _paint(server) -> np.ndarray:
+    res = server.client.post("/predict", files={"image": ("group.jpg", photo_bytes(), "image/jpeg")},
+                             data={"max_side": "160", "faces": "false"})
+    assert res.status_code == 200, res.text
+    assert res.json()["style"] == DEFAULT
+    return np.asarray(Image.open(io.BytesIO(base64.b64decode(res.json()["result"]))).convert("RGB"), np.float64)
+
+
+def test_the_page_paints_first_and_the_style_then_moves_to_its_fast_engine(tmp_path, sources):
+    src = tmp_path / "sources"
+    (src / "animegan2-pytorch").mkdir(parents=True)
+    # A real port-format file: the converted v2 Hayao state dict under the port's key names.
+    v2 = store.get_style("v2-hayao")
+    converted = Settings(home=tmp_path / "convert", sources=sources)
+    store.prepare_style(v2, converted)
+    shutil.copy(store.artefact_path(v2, converted), src / "animegan2-pytorch" / "face_paint_512_v2.pt")
+    (src / "animeganv3").mkdir()
+    shutil.copy(sources / "animeganv3" / "AnimeGANv3_tiny_Cute.onnx", src / "animeganv3")
+    home = tmp_path / "home"
+    with running_server(tmp_path, home=home, sources=src, default_style=DEFAULT, background="all",
+                        background_nice=0, faces=0) as server:
+        first = _paint(server)  # as soon as /readyz says ready: the default style is converted, nothing built
+        styles = _styles(server)
+        assert styles[DEFAULT]["state"] == "optimising", styles[DEFAULT]
+        assert styles[DEFAULT]["engine"] == "torch" and "plain engine" in styles[DEFAULT]["detail"]
+        assert styles["v3-hayao"]["state"] == "unavailable" and "source missing" in styles["v3-hayao"]["detail"]
+        assert server.client.get("/readyz").json()["styles"][DEFAULT] == "optimising"
+
+        deadline = time.monotonic() + 2000
+        while styles[DEFAULT]["state"] != "ready" or styles["v3-cute"]["state"] != "ready":
+            assert time.monotonic() < deadline, (styles[DEFAULT], styles["v3-cute"], server.log_tail())
+            assert styles[DEFAULT]["state"] == "optimising"  # it never stops painting meanwhile
+            time.sleep(2)
+            styles = _styles(server)
+        [record] = (home / "models" / DEFAULT / "engine").glob("auto-*.json")
+        choice = json.loads(record.read_text())["choice"]
+        assert styles[DEFAULT]["engine"] == choice  # the live painter runs what auto chose, without a restart
+        assert styles["v3-cute"]["engine"] == "torch"
+        again = _paint(server)
+        assert server.client.get("/readyz").json()["styles"] == {DEFAULT: "ready", "v3-cute": "ready"}
+    photo = np.asarray(Image.open(io.BytesIO(photo_bytes())).convert("RGB").resize((160, 160)), np.float64)
+    assert np.abs(first - photo).mean() > 8  # painted, not passed through
+    assert 10 * np.log10(255**2 / np.mean((first - again) ** 2)) > 30  # the fast engine paints the same picture
