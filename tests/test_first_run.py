@@ -23,7 +23,7 @@ from anipaint.settings import Settings
 from conftest_service import photo_bytes, running_server
 
 # Measuring the engines takes about a minute on a quiet 2-core machine, many times that on a busy one.
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]
+pytestmark = pytest.mark.timeout(2400)
 DEFAULT = "v2-face-paint-512-v2"
 
 
@@ -64,7 +64,7 @@ def test_the_page_paints_first_and_the_style_then_moves_to_its_fast_engine(tmp_p
         deadline = time.monotonic() + 2000
         while styles[DEFAULT]["state"] != "ready" or styles["v3-cute"]["state"] != "ready":
             assert time.monotonic() < deadline, (styles[DEFAULT], styles["v3-cute"], server.log_tail())
-            assert styles[DEFAULT]["state"] == "optimising"  # it never stops painting meanwhile
+            assert styles[DEFAULT]["state"] in ("optimising", "ready")  # converted all along, so it paints
             time.sleep(2)
             styles = _styles(server)
         [record] = (home / "models" / DEFAULT / "engine").glob("auto-*.json")

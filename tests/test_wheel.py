@@ -26,8 +26,6 @@ from conftest import REPO
 from conftest_service import free_port
 from mirror import serving
 
-pytestmark = pytest.mark.slow
-
 
 def _clean_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ANIPAINT_") and k != "PYTHONPATH"}
