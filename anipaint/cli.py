@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from anipaint.errors import AnipaintError, LicenceError
-from anipaint.settings import Settings, get_settings
+from anipaint.settings import Settings, get_settings, parse_max_side
 
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".webp", ".bmp", ".tif", ".tiff", ".gif"}
 
@@ -26,15 +26,10 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 
 def _max_side(value: str) -> int | None:
-    if value.lower() in ("0", "none", "original", "full"):
-        return None
     try:
-        n = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError("expected a number of pixels or 'original'") from None
-    if n < 16:
-        raise argparse.ArgumentTypeError("max side must be at least 16 pixels")
-    return n
+        return parse_max_side(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _strength(value: str) -> float:
@@ -234,7 +229,7 @@ def cmd_add(args: argparse.Namespace) -> int:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from anipaint import store
-    from anipaint.service.app import serve
+    from anipaint.service.server import serve
 
     settings = _settings(args)
     if args.commercial_only:

@@ -19,20 +19,25 @@ ImageInput = Image.Image | bytes | bytearray | str | Path | BinaryIO
 
 # Pillow's own bomb guard is replaced by our pixel limit, which callers pass explicitly.
 Image.MAX_IMAGE_PIXELS = None
+# The formats we read (phone JPEGs that Pillow calls MPO come through its JPEG opener). Never EPS/PS/PDF or
+# anything else that would hand an upload to an external interpreter.
+FORMATS = ("JPEG", "PNG", "WEBP", "GIF", "BMP", "TIFF")
 
 
 def _open(data: ImageInput) -> Image.Image:
     try:
         if isinstance(data, (bytes, bytearray)):
-            return Image.open(io.BytesIO(bytes(data)))
+            return Image.open(io.BytesIO(bytes(data)), formats=FORMATS)
         if isinstance(data, (str, Path)):
             path = Path(data)
             if not path.is_file():
                 raise ImageError(f"{path}: no such file")
-            return Image.open(path)
-        return Image.open(data)
+            return Image.open(path, formats=FORMATS)
+        return Image.open(data, formats=FORMATS)
     except UnidentifiedImageError:
-        raise ImageError("not an image, or an image format we cannot read") from None
+        raise ImageError("not an image, or a format we do not read (JPEG, PNG, WebP, GIF, BMP, TIFF)") from None
+    except ValueError:  # Pillow's guard against text and colour-profile chunks that inflate without end
+        raise ImageTooLargeError("the image's metadata (a text or colour-profile chunk) is too large") from None
     except OSError as exc:
         raise ImageError(f"cannot read the image: {exc}") from None
 

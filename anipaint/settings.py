@@ -17,6 +17,10 @@ from anipaint.errors import SettingsError
 
 _PACKAGE = Path(__file__).resolve().parent
 
+# The long-side cap a caller may ask for (CLI --max-side, API max_side); 0 / "original" means full resolution.
+MAX_SIDE_RANGE = (32, 16384)
+FULL_RESOLUTION = ("0", "none", "original", "full")
+
 
 def checkout_root() -> Path | None:
     """The repository this package runs from, or None for an installed package (a wheel in site-packages).
@@ -65,7 +69,7 @@ class Settings:
     default_style: str = "v3-hayao"  # falls back to an offered style in commercial-only mode
     # Offer only styles whose weights' licence allows commercial use; every other style is refused.
     commercial_only: bool = False
-    max_side: int = 512  # long-side cap; 0 / None at call time means full resolution (see large_mode)
+    max_side: int = 512  # long-side cap (within MAX_SIDE_RANGE); 0 / None at call time: full resolution
     tile_size: int = 512  # tile edge for full-resolution painting
     tile_overlap: int = 64  # overlap blended between tiles
     # Full resolution for AnimeGAN v1/v2 styles: "exact" runs the network layer by layer in row strips with the
@@ -101,6 +105,17 @@ class Settings:
     broker_url: str = ""  # empty: embedded queue in this process; redis://... : Celery workers
     redelivery_timeout: int = 900  # seconds before a job held by a vanished worker is handed to another
     log_level: str = "info"
+    full_max_pixels: int = 16_777_216  # largest picture painted at full resolution (4096²); 0 = max_pixels
+    scratch_reserve_bytes: int = 1 << 30  # full-resolution work starts only if this much scratch space stays free
+    shutdown_grace: float = 60.0  # seconds a stopping server lets running paints finish
+    header_timeout: float = 10.0  # seconds a client may take to send a request's headers
+    body_timeout: float = 15.0  # seconds a client may pause while sending a body
+    max_uploads: int = 16  # request bodies read at once; more are answered 503 before reading
+    metrics_allow: str = ""  # client addresses/networks allowed to read /metrics, comma-separated; empty = all
+    cors_origins: str = ""  # origins allowed to call the API from a browser, comma-separated; empty = none
+    api_keys: str = ""  # comma-separated keys, or a file of keys (one a line); empty = no keys needed
+    key_rate: int = 60  # requests per key per minute
+    key_jobs: int = 4  # jobs per key queued or running at once
 
     @property
     def samples_dir(self) -> Path:
@@ -125,6 +140,25 @@ def to_env(settings: Settings) -> dict[str, str]:
             continue
         env[f"ANIPAINT_{f.name.upper()}"] = ("1" if value else "0") if isinstance(value, bool) else str(value)
     return env
+
+
+def parse_max_side(value: str | int | None, default: int | None = None) -> int | None:
+    """A long-side cap from text (CLI flag, form field): pixels within MAX_SIDE_RANGE, or None for full resolution
+    ("0", "original", "full", "none"). Empty text gives ``default`` (0 there also means full resolution).
+    Raises ValueError with a sentence for the user."""
+    text = "" if value is None else str(value).strip().lower()
+    if text == "":
+        return default or None
+    if text in FULL_RESOLUTION:
+        return None
+    try:
+        number = int(text)
+    except ValueError:
+        raise ValueError(f"max side must be a number of pixels or 'original', not {value!r}") from None
+    low, high = MAX_SIDE_RANGE
+    if not low <= number <= high:
+        raise ValueError(f"max side must be between {low} and {high} pixels (or 0 for the original size), not {number}")
+    return number
 
 
 _TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}

@@ -46,10 +46,12 @@ def fast_style() -> str:
 class Server:
     """``python -m anipaint.service`` (which calls ``serve``) with ANIPAINT_* overrides."""
 
-    def __init__(self, workdir: Path, **overrides: object) -> None:
+    def __init__(
+        self, workdir: Path, *, data_dir: Path | None = None, preexec_fn=None, **overrides: object
+    ) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.data_dir = workdir / f"jobs-{self.port}"
+        self.data_dir = data_dir or workdir / f"jobs-{self.port}"
         self.log_path = workdir / f"server-{self.port}.log"
         env = dict(os.environ)
         env.update(
@@ -58,6 +60,7 @@ class Server:
             ANIPAINT_DATA_DIR=str(self.data_dir),
             ANIPAINT_DEFAULT_STYLE=fast_style(),
             ANIPAINT_LOG_LEVEL="warning",
+            ANIPAINT_SHUTDOWN_GRACE="5",
             PYTHONUNBUFFERED="1",
         )
         env.update({f"ANIPAINT_{k.upper()}": str(v) for k, v in overrides.items()})
@@ -68,6 +71,7 @@ class Server:
             env=env,
             stdout=self._log,
             stderr=subprocess.STDOUT,
+            preexec_fn=preexec_fn,
         )
         self.client = httpx.Client(base_url=self.url, timeout=120.0)
 
@@ -105,26 +109,53 @@ class Server:
         data = {k: str(v) for k, v in fields.items()}
         return self.client.post("/api/jobs", files={"image": (name, image, "image/jpeg")}, data=data)
 
-    def wait_job(self, job_id: str, timeout: float = 120.0) -> dict:
+    def wait_job(self, job_id: str, timeout: float = 120.0, headers: dict | None = None, poll: float = 0.1) -> dict:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            res = self.client.get(f"/api/jobs/{job_id}")
+            res = self.client.get(f"/api/jobs/{job_id}", headers=headers)
             assert res.status_code == 200, res.text
             info = res.json()
             if info["status"] in ("done", "failed"):
                 return info
-            time.sleep(0.1)
+            time.sleep(poll)
         raise TimeoutError(f"job {job_id} not finished after {timeout:.0f} s")
 
 
 @contextlib.contextmanager
 def running_server(workdir: Path, **overrides: object) -> Iterator[Server]:
     """A ready server for the ``with`` block, stopped afterwards even if it never became ready."""
-    server = Server(workdir, **overrides)
+    server = Server(workdir, **overrides)  # type: ignore[arg-type]
     try:
         yield server.wait_ready()
     finally:
         server.stop()
+
+
+@contextlib.contextmanager
+def redis_server(workdir: Path) -> Iterator[str]:
+    """A real redis-server on a free loopback port, nothing saved to disk; yields its URL."""
+    import redis
+
+    port = free_port()
+    proc = subprocess.Popen(
+        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+         "--dir", str(workdir)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    client = redis.Redis(port=port)
+    try:
+        for _ in range(200):
+            try:
+                client.ping()
+                break
+            except redis.ConnectionError:
+                time.sleep(0.05)
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        client.close()
+        proc.terminate()
+        proc.wait(10)
 
 
 def photo_bytes() -> bytes:

@@ -14,33 +14,15 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from conftest_service import REPO, Server, free_port, resized_photo
+from conftest_service import REPO, Server, redis_server, resized_photo
 
 pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None, reason="redis-server is not installed")
 
 
 @pytest.fixture(scope="module")
 def redis_url(tmp_path_factory):
-    port = free_port()
-    workdir = tmp_path_factory.mktemp("redis")
-    proc = subprocess.Popen(
-        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-         "--dir", str(workdir)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    import redis
-
-    client = redis.Redis(port=port)
-    for _ in range(100):
-        try:
-            client.ping()
-            break
-        except redis.ConnectionError:
-            time.sleep(0.05)
-    yield f"redis://127.0.0.1:{port}/0"
-    proc.terminate()
-    proc.wait(10)
+    with redis_server(tmp_path_factory.mktemp("redis")) as url:
+        yield url
 
 
 class Worker:

@@ -1,5 +1,5 @@
 """``python -m anipaint.service``: serve on ANIPAINT_HOST / ANIPAINT_PORT."""
 
-from anipaint.service.app import main
+from anipaint.service.server import main
 
 main()

@@ -1,10 +1,9 @@
 """The same job queue, scaled out: Celery workers on any number of machines, Redis in the middle.
 
-Set ``ANIPAINT_BROKER_URL=redis://host:6379/0`` for the web service and for every worker
-(``anipaint worker``). The web service then paints nothing itself: :class:`CeleryJobQueue` implements the
-:class:`~anipaint.service.jobs.JobQueue` protocol by keeping each job's state in Redis and sending Celery a task
-that names the job. Pictures travel through Redis too (input and result keys expire after
-``settings.result_ttl``), so workers need no shared disk.
+Set ``ANIPAINT_BROKER_URL=redis://host:6379/0`` for the web service and for every worker (``anipaint worker``).
+The web service then paints nothing itself: :class:`CeleryJobQueue` admits each job into a
+:class:`~anipaint.service.redis_store.RedisJobStore` and sends Celery a task that names it; the task runs the
+same :func:`~anipaint.service.jobs.run_job` as the embedded queue's painter threads.
 
 Why jobs are not lost: the task is acknowledged only after it finished (``acks_late``) and is put back if a
 worker dies mid-paint (``reject_on_worker_lost``); a worker takes one task at a time (prefetch 1), so a busy
@@ -13,31 +12,23 @@ worker never hoards jobs that an idle one could start.
 
 from __future__ import annotations
 
-import json
-import secrets
-import time
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 
 from celery import Celery
 
 from anipaint.service.jobs import (
-    JobCancelled,
     JobInfo,
     JobNotDoneError,
     JobRequest,
-    PaintOutput,
     QueueFullError,
-    UnknownJobError,
-    _error_kind,
-    finished,
+    admitted,
     paint_runner,
+    run_job,
 )
+from anipaint.service.local_queue import RESTARTING
+from anipaint.service.redis_store import RUNNING, WAITING, RedisJobStore, connect, owner_key
 from anipaint.settings import Settings, get_settings
-
-_PREFIX = "anipaint:job:"
-_WAITING = "anipaint:waiting"  # job ids in arrival order, removed when a worker starts them
-_RUNNING = "anipaint:running"  # set of job ids being painted
 
 # Append a job id unless the waiting list is full; returns how many were waiting before it, or -1.
 _ADMIT = """
@@ -46,6 +37,11 @@ if waiting >= tonumber(ARGV[1]) then return -1 end
 redis.call('RPUSH', KEYS[1], ARGV[2])
 return waiting
 """
+
+
+def _store(settings: Settings, client=None) -> RedisJobStore:
+    cache = Path(settings.jobs_dir) / "remote"
+    return RedisJobStore(client or connect(settings.broker_url), settings.result_ttl, cache)
 
 
 def make_celery(settings: Settings) -> Celery:
@@ -62,165 +58,115 @@ def make_celery(settings: Settings) -> Celery:
         # mid-paint loses no job. It must exceed the longest paint, or a slow job would run twice.
         broker_transport_options={"visibility_timeout": settings.redelivery_timeout},
     )
+    state: dict = {}
 
     @app.task(name="anipaint.paint")
     def paint(job_id: str) -> None:
-        _run_job(job_id, settings)
+        if "store" not in state:
+            state["store"], state["runner"] = _store(settings), paint_runner(settings)
+        paint_job(state["store"], job_id, state["runner"])
 
     return app
 
 
-def _redis(settings: Settings):
-    import redis
-
-    return redis.Redis.from_url(settings.broker_url)
-
-
-def _key(job_id: str, part: str = "info") -> str:
-    return f"{_PREFIX}{job_id}:{part}"
-
-
-def _save(r, info: JobInfo, ttl: float, *, create: bool = False) -> bool:
-    """Write a job's state. Only ``submit`` creates it; a worker's writes never bring back a job that the
-    client deleted meanwhile (SET XX), which is how a worker learns of a cancel. False: the job is gone."""
-    return bool(r.set(_key(info.id), json.dumps(asdict(info)), ex=max(1, int(ttl)), xx=not create))
-
-
-def _load(r, job_id: str) -> JobInfo:
-    raw = r.get(_key(job_id))
-    if raw is None:
-        raise UnknownJobError(job_id)
-    return JobInfo(**json.loads(raw))
-
-
-def _run_job(job_id: str, settings: Settings) -> None:
-    """Worker side: paint one job and record its outcome; every exit path leaves done or failed."""
-    r = _redis(settings)
-    ttl = settings.result_ttl
+def paint_job(store: RedisJobStore, job_id: str, runner) -> JobInfo | None:
+    """Worker side: one job through the shared life cycle, listed as running while it paints."""
+    r = store.r
+    r.lrem(WAITING, 0, job_id)
+    r.sadd(RUNNING, job_id)
     try:
-        info = _load(r, job_id)
-    except UnknownJobError:
-        return  # cancelled or expired before a worker got to it
-    data = r.get(_key(job_id, "input"))
-    r.lrem(_WAITING, 0, job_id)
-    if data is None:
-        _save(
-            r,
-            replace(
-                info,
-                status="failed",
-                error="the input expired before a painter was free",
-                error_kind="busy",
-                finished=time.time(),
-            ),
-            ttl,
-        )
-        return
-    info = replace(info, status="running", stage="decode", started=time.time(), position=0)
-    if not _save(r, info, ttl):
-        return  # cancelled between the load above and now
-    r.sadd(_RUNNING, job_id)
-    request = JobRequest(**json.loads(r.get(_key(job_id, "request")) or b"{}"), data=data)
-
-    def progress(stage: str, fraction: float) -> None:
-        nonlocal info
-        info = replace(info, stage=stage, progress=round(min(max(fraction, 0.0), 0.99), 3))
-        if not _save(r, info, ttl):
-            raise JobCancelled(job_id)  # deleted by the client while painting: stop, write nothing
-
-    try:
-        out: PaintOutput = paint_runner(settings)(request, progress)
-        r.set(_key(job_id, "result"), out.png, ex=max(1, int(ttl)))
-        done = _save(r, finished(info, out), ttl)
-        if not done:
-            raise JobCancelled(job_id)
-    except JobCancelled:
-        r.delete(_key(job_id, "result"))
-    except Exception as exc:  # the job fails with a reason; the worker lives on
-        _save(r, replace(info, status="failed", error=str(exc), error_kind=_error_kind(exc), finished=time.time()), ttl)
+        final = run_job(store, job_id, runner)
     finally:
-        r.srem(_RUNNING, job_id)
-        r.delete(_key(job_id, "input"))
+        r.srem(RUNNING, job_id)
+    if final is not None and final.owner:
+        r.srem(owner_key(final.owner), job_id)
+    return final
 
 
 class CeleryJobQueue:
-    """:class:`~anipaint.service.jobs.JobQueue` over Redis + Celery workers."""
+    """:class:`~anipaint.service.local_queue.JobQueue` over Redis + Celery workers."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.celery = make_celery(settings)
-        self.r = _redis(settings)
-        self.cache = Path(settings.jobs_dir) / "remote"
+        self.store = _store(settings)
+        self.r = self.store.r
         self._admit = self.r.register_script(_ADMIT)
+        self._draining = False
 
     def start(self) -> None:
         self.r.ping()  # fail at start-up, not on the first upload, when Redis is unreachable
-        self.cache.mkdir(parents=True, exist_ok=True)
+        self.store.cache.mkdir(parents=True, exist_ok=True)
+
+    def drain(self) -> None:
+        self._draining = True
 
     def stop(self) -> None:
         self.r.close()
 
-    def submit(self, request: JobRequest) -> JobInfo:
+    def submit(self, request: JobRequest, owner: str | None = None) -> JobInfo:
+        if self._draining:
+            raise QueueFullError(RESTARTING, self.retry_after())
+        info = admitted(request, position=0, owner=owner)
         # The bound is checked and the id appended in one server-side script, so web processes and workers
         # changing the list at the same moment can neither overfill it nor make the check fail.
-        job_id = secrets.token_urlsafe(24)
-        ttl = max(1, int(self.settings.result_ttl))
-        waiting = self._admit(keys=[_WAITING], args=[max(0, self.settings.queue_size), job_id])
+        waiting = self._admit(keys=[WAITING], args=[max(0, self.settings.queue_size), info.id])
         if waiting < 0:
             raise QueueFullError("every painter is busy and the queue is full", self.retry_after())
-        info = JobInfo(id=job_id, status="queued", style=request.style, position=int(waiting) + 1, created=time.time())
-        meta = {"style": request.style, "faces": request.faces, "max_side": request.max_side, "name": request.name,
-                "strength": request.strength}
-        self.r.set(_key(job_id, "input"), request.data, ex=ttl)
-        self.r.set(_key(job_id, "request"), json.dumps(meta), ex=ttl)
-        _save(self.r, info, ttl, create=True)
-        self.celery.send_task("anipaint.paint", args=[job_id])
+        info = replace(info, position=int(waiting) + 1)
+        try:
+            self.store.create(info, request)
+        except Exception:
+            self.r.lrem(WAITING, 0, info.id)
+            raise
+        if owner:
+            self.r.sadd(owner_key(owner), info.id)
+            self.r.expire(owner_key(owner), self.store.ttl)
+        self.celery.send_task("anipaint.paint", args=[info.id])
         return info
 
     def get(self, job_id: str) -> JobInfo:
-        info = _load(self.r, job_id)
+        info = self.store.load(job_id)
         if info.status == "queued":
-            pos = self.r.lpos(_WAITING, job_id)
+            pos = self.r.lpos(WAITING, job_id)
             info = replace(info, position=(int(pos) + 1) if pos is not None else 1)
         return info
 
     def result_path(self, job_id: str) -> Path:
-        info = _load(self.r, job_id)
+        info = self.store.load(job_id)
         if info.status != "done":
             raise JobNotDoneError(info)
-        path = self.cache / f"{job_id}.png"
-        if not path.is_file():
-            data = self.r.get(_key(job_id, "result"))
-            if data is None:
-                raise UnknownJobError(job_id)
-            tmp = path.with_suffix(".tmp")
-            tmp.write_bytes(data)
-            tmp.replace(path)
-        return path
+        return self.store.result_path(job_id)
 
     def cancel(self, job_id: str) -> JobInfo:
-        info = _load(self.r, job_id)
-        self.r.lrem(_WAITING, 0, job_id)
-        self.r.delete(*(_key(job_id, p) for p in ("info", "input", "request", "result")))
-        (self.cache / f"{job_id}.png").unlink(missing_ok=True)
-        return info
+        return self.store.delete(job_id)
 
     def depth(self) -> int:
-        return int(self.r.llen(_WAITING))
+        return int(self.r.llen(WAITING))
 
     def running(self) -> int:
-        return int(self.r.scard(_RUNNING))
+        return int(self.r.scard(RUNNING))
+
+    def full(self) -> bool:
+        return self._draining or self.depth() >= max(0, self.settings.queue_size)
+
+    def owned(self, owner: str) -> int:
+        return int(self.r.scard(owner_key(owner)))
 
     def retry_after(self) -> int:
         return 5
 
-    def wait(self, job_id: str, timeout: float) -> JobInfo:
-        deadline = time.monotonic() + timeout
-        while True:
-            info = self.get(job_id)
-            if info.status in ("done", "failed") or time.monotonic() > deadline:
-                return info
-            time.sleep(0.1)
+    def draining(self) -> bool:
+        return self._draining
+
+    def health(self) -> str | None:
+        if self._draining:
+            return RESTARTING
+        try:
+            self.r.ping()
+        except Exception:
+            return "the job broker (Redis) is unreachable"
+        return None
 
 
 def worker_main(settings: Settings | None = None, concurrency: int | None = None, name: str | None = None) -> None:

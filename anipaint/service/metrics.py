@@ -5,7 +5,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from anipaint.service.jobs import JobQueue
+from anipaint.service.local_queue import JobQueue
 
 STAGE_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 
@@ -40,7 +40,7 @@ class ServiceMetrics:
         )
         for outcome in ("done", "failed", "cancelled"):
             self.jobs.labels(outcome)
-        for reason in ("busy", "too_large", "not_image", "bad_request", "timeout"):
+        for reason in ("busy", "too_large", "not_image", "bad_request", "timeout", "rate_limited", "no_room"):
             self.rejected.labels(reason)
 
     def watch(self, queue: JobQueue) -> None:

@@ -57,3 +57,56 @@ class ConfigOut(BaseModel):
     faces: bool
     commercial_only: bool = Field(description="Only styles whose licence allows commercial use are offered.")
     version: str
+
+
+class DeletedOut(BaseModel):
+    id: str
+    status: Literal["cancelled", "deleted"]
+
+
+class HealthOut(BaseModel):
+    status: Literal["ok"]
+
+
+class ReadyOut(BaseModel):
+    status: Literal["ready"]
+    style: str | None
+    styles: dict[str, str] = Field(default_factory=dict, description="Each available style's state.")
+
+
+class ErrorOut(BaseModel):
+    detail: str = Field(description="What went wrong, as a sentence to show the user.")
+
+
+_WHY = {
+    400: "Unknown or unavailable style",
+    401: "An API key is required (X-API-Key or Authorization: Bearer)",
+    403: "Refused: the style's licence is not offered here, or this address may not read metrics",
+    404: "No such job or style (unknown, expired, deleted or another key's)",
+    408: "The client sent its request too slowly",
+    409: "The job has no picture yet",
+    413: "The upload has too many bytes or pixels",
+    415: "The upload is not a picture we accept",
+    422: "A form field is invalid",
+    429: "This key's rate limit or share of the queue is used up; see Retry-After",
+    500: "An unexpected failure",
+    503: "Busy or restarting; see Retry-After",
+    504: "Painting took longer than the request timeout",
+    507: "The server has no room to store or paint the picture",
+}
+_RETRY = {429, 503, 507}
+
+
+def responses(*statuses: int) -> dict[int | str, dict]:
+    """OpenAPI entries for error statuses: every error body is ``{"detail": "<sentence>"}``."""
+    out: dict[int | str, dict] = {}
+    for status in sorted({*statuses, 422}):
+        entry: dict = {"model": ErrorOut, "description": _WHY[status]}
+        if status in _RETRY:
+            entry["headers"] = {"Retry-After": {"schema": {"type": "integer"}, "description": "Seconds to wait"}}
+        out[status] = entry
+    return out
+
+
+def png_response() -> dict[int | str, dict]:
+    return {200: {"content": {"image/png": {"schema": {"type": "string", "format": "binary"}}}, "description": "PNG"}}

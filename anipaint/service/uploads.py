@@ -81,21 +81,3 @@ async def read_upload(upload: UploadFile, limit: int) -> bytes:
         if size > limit:
             raise HTTPException(413, too_large_message(limit))
     return b"".join(parts)
-
-
-def parse_max_side(raw: str | None, default: int) -> int | None:
-    """``max_side`` form value → a long-side cap, or None for full resolution ("0", "original", "full")."""
-    if raw is None or raw.strip() == "":
-        return default or None
-    text = raw.strip().lower()
-    if text in ("0", "original", "full", "none"):
-        return None
-    try:
-        value = int(text)
-    except ValueError:
-        raise HTTPException(422, f"max_side must be a number of pixels or 'original', not {raw!r}") from None
-    if not 32 <= value <= 16384:
-        raise HTTPException(
-            422, f"max_side must be between 32 and 16384 pixels (or 0 for the original size), not {value}"
-        )
-    return value

@@ -1,0 +1,106 @@
+"""Scratch space for full-resolution painting, owned per process so nothing outlives the process that made it.
+
+A long-running process (``anipaint serve`` / ``worker``) calls :func:`claim`: it gets its own folder
+``anipaint-scratch-<pid>`` in the scratch location (``settings.scratch_dir`` or the system temp folder) and points
+its painters there, so every ``anipaint-stream-*`` folder they make lives inside it. :func:`release` removes it on
+exit; at the next start :func:`sweep` removes the folders of processes that are gone (killed, crashed), and
+streaming folders left directly in the scratch location by processes that no longer run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+from anipaint.settings import Settings
+
+# Scratch a full-resolution paint holds at its peak, per picture pixel: two or three float16 layers of up to 64
+# channels at full size (2–4 GB at 4096², README "Full resolution"), rounded up.
+BYTES_PER_PIXEL = 320
+_OWNED = re.compile(r"^anipaint-scratch-(?P<pid>\d+)$")
+_STREAM = "anipaint-stream-"
+
+
+def location(settings: Settings) -> Path:
+    return Path(settings.scratch_dir) if settings.scratch_dir else Path(tempfile.gettempdir())
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _in_use(folder: Path) -> bool:
+    """Whether a running process has a file in ``folder`` open or mapped (Linux /proc; elsewhere: assume so)."""
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return True
+    prefix = str(folder) + os.sep
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if any(prefix in line for line in (entry / "maps").read_text().splitlines()):
+                return True
+            for fd in (entry / "fd").iterdir():
+                if os.readlink(fd).startswith(prefix):
+                    return True
+        except OSError:
+            continue
+    return False
+
+
+def sweep(base: Path) -> list[Path]:
+    """Remove scratch left by processes that no longer run; returns what went."""
+    removed = []
+    try:
+        entries = list(base.iterdir())
+    except OSError:
+        return removed
+    for entry in entries:
+        owned = _OWNED.match(entry.name)
+        if owned:
+            stale = int(owned["pid"]) != os.getpid() and not _alive(int(owned["pid"]))
+        else:
+            stale = entry.name.startswith(_STREAM) and entry.is_dir() and not _in_use(entry)
+        if stale:
+            shutil.rmtree(entry, ignore_errors=True)
+            removed.append(entry)
+    return removed
+
+
+def claim(settings: Settings) -> Settings:
+    """Sweep orphaned scratch, make this process's folder, and return settings whose painters use it."""
+    base = location(settings)
+    sweep(base)
+    mine = base / f"anipaint-scratch-{os.getpid()}"
+    shutil.rmtree(mine, ignore_errors=True)  # a dead process with our pid (a container's restart) left it
+    mine.mkdir(parents=True, exist_ok=True)
+    return dataclasses.replace(settings, scratch_dir=mine)
+
+
+def release(settings: Settings) -> None:
+    """Remove this process's scratch folder (what :func:`claim` made), whatever is left in it."""
+    folder = settings.scratch_dir
+    if folder is not None and _OWNED.match(Path(folder).name) and Path(folder).name.endswith(f"-{os.getpid()}"):
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def needed_bytes(width: int, height: int) -> int:
+    return width * height * BYTES_PER_PIXEL
+
+
+def free_bytes(settings: Settings) -> int:
+    try:
+        return shutil.disk_usage(location(settings)).free
+    except OSError:
+        return 0

@@ -1,0 +1,134 @@
+"""What route handlers receive through FastAPI dependencies: the settings, the job queue, the metrics, the caller's
+API key, and a validated paint request (uploads size-checked, headers probed, the style resolved)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal, Union
+
+from fastapi import Depends, File, Form, HTTPException, Request, UploadFile
+from pydantic import Field
+
+from anipaint import imaging, scratch, store
+from anipaint.engine import backends, tiling
+from anipaint.errors import ImageError, ImageTooLargeError, LicenceError, StyleError
+from anipaint.registry import ALIASES, Style, all_styles
+from anipaint.service.jobs import JobInfo, JobRequest, QueueFullError, UnknownJobError
+from anipaint.service.local_queue import JobQueue
+from anipaint.service.metrics import ServiceMetrics
+from anipaint.service.uploads import read_upload
+from anipaint.settings import FULL_RESOLUTION, MAX_SIDE_RANGE, Settings, parse_max_side
+
+StyleName = Literal[tuple(s.id for s in all_styles()) + tuple(ALIASES)]  # type: ignore[valid-type]
+MaxSide = Union[  # noqa: UP007 - a runtime type expression for FastAPI's form parsing
+    Annotated[int, Field(ge=MAX_SIDE_RANGE[0], le=MAX_SIDE_RANGE[1])], Literal[0], Literal[FULL_RESOLUTION]
+]
+NOT_FOUND = "no such job (unknown, expired or deleted)"
+
+
+def settings(request: Request) -> Settings:
+    return request.app.state.settings
+
+
+def queue(request: Request) -> JobQueue:
+    return request.app.state.jobs
+
+
+def metrics(request: Request) -> ServiceMetrics:
+    return request.app.state.metrics
+
+
+def owner(request: Request) -> str | None:
+    """The id of the API key that made this request (set by the key check), or None without keys."""
+    return getattr(request.state, "owner", None)
+
+
+SettingsDep = Annotated[Settings, Depends(settings)]
+QueueDep = Annotated[JobQueue, Depends(queue)]
+MetricsDep = Annotated[ServiceMetrics, Depends(metrics)]
+OwnerDep = Annotated[str | None, Depends(owner)]
+
+
+async def paint_request(
+    s: SettingsDep,
+    image: Annotated[UploadFile, File(description="The photo (JPEG, PNG, WebP, GIF, BMP or TIFF).")],
+    style: Annotated[StyleName | None, Form(description="Style id or alias; default: the server's.")] = None,
+    faces: Annotated[bool | None, Form(description="Restyle faces at their own resolution.")] = None,
+    max_side: Annotated[
+        MaxSide | None, Form(description="Long-side cap in pixels; 0 or 'original' = full resolution.")
+    ] = None,
+    strength: Annotated[
+        float, Form(ge=0.0, le=1.0, description="How much of the style: 0 = the photo, 1 = the full style.")
+    ] = 1.0,
+) -> JobRequest:
+    try:
+        cap = parse_max_side(None if max_side is None else str(max_side), s.max_side)
+    except ValueError as exc:
+        raise HTTPException(422, str(exc)) from None
+    try:
+        chosen = store.resolve(style or None, s)
+    except LicenceError as exc:
+        raise HTTPException(403, str(exc)) from None
+    except StyleError as exc:
+        raise HTTPException(400, str(exc)) from None
+    data = await read_upload(image, s.max_upload_bytes)
+    if not data:
+        raise HTTPException(415, "the upload is empty; choose a photo")
+    try:
+        width, height, _ = imaging.probe_image(data)
+        imaging.check_limits(width, height, s.max_pixels)
+    except ImageTooLargeError as exc:
+        raise HTTPException(413, str(exc)) from None
+    except ImageError as exc:
+        raise HTTPException(415, str(exc)) from None
+    if cap is None:
+        check_full_resolution(s, chosen, width, height)
+    name = Path(image.filename or "image").stem[:80] or "image"
+    return JobRequest(data=data, style=chosen.id, faces=faces, max_side=cap, name=name, strength=strength)
+
+
+def check_full_resolution(s: Settings, style: Style, width: int, height: int) -> None:
+    """Full resolution is bounded per request: a pixel budget (413), and the scratch space the exact layer-by-layer
+    paint needs, with ``scratch_reserve_bytes`` left over (507)."""
+    budget = s.full_max_pixels or s.max_pixels
+    pixels = width * height
+    if budget and pixels > budget:
+        raise HTTPException(
+            413,
+            f"full resolution is limited to {budget / 1e6:.1f} MP here and this picture has {pixels / 1e6:.1f} MP; "
+            "choose a smaller size (max_side)",
+        )
+    streams = "strips" in backends.applicable(style) and s.large_mode.lower() == "exact"
+    if streams and tiling.needs_tiling(height, width, s.tile_size):
+        if scratch.free_bytes(s) < scratch.needed_bytes(width, height) + s.scratch_reserve_bytes:
+            raise HTTPException(
+                507,
+                "the server has not enough scratch space to paint this picture at full resolution now; "
+                "choose a smaller size (max_side) or try again later",
+                headers={"Retry-After": "60"},
+            )
+
+
+PaintRequestDep = Annotated[JobRequest, Depends(paint_request)]
+
+
+def submit(jobs: JobQueue, request: JobRequest, who: str | None) -> JobInfo:
+    try:
+        return jobs.submit(request, owner=who)
+    except QueueFullError as exc:
+        raise HTTPException(
+            503,
+            f"the painter is busy: {exc}; try again in {exc.retry_after} s",
+            headers={"Retry-After": str(exc.retry_after)},
+        ) from None
+
+
+def lookup(jobs: JobQueue, job_id: str, who: str | None) -> JobInfo:
+    """The job, if it exists and belongs to the caller (another key's job is answered as unknown)."""
+    try:
+        info = jobs.get(job_id)
+    except UnknownJobError:
+        raise HTTPException(404, NOT_FOUND) from None
+    if info.owner != who:
+        raise HTTPException(404, NOT_FOUND)
+    return info
