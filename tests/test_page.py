@@ -69,7 +69,7 @@ def browser():
 
 @pytest.fixture
 def page_factory(browser):
-    """New pages in fresh contexts; any uncaught script error on them fails the test."""
+    """New pages in fresh contexts; any uncaught script error or blocked resource on them fails the test."""
     contexts = []
     errors: list[str] = []
 
@@ -86,6 +86,9 @@ def page_factory(browser):
         page = ctx.new_page()
         page.set_default_timeout(30_000)
         page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.on(  # the server's Content-Security-Policy must not block anything the page does
+            "console", lambda msg: errors.append(msg.text) if "Content Security Policy" in msg.text else None
+        )
         return page
 
     yield make
@@ -100,9 +103,10 @@ def _shot(page, name: str, full_page: bool = True) -> None:
 
 
 def _open(page, server: Server) -> None:
+    # Waits go through selectors: wait_for_function evaluates a string, which the page's CSP rightly forbids.
     page.goto(server.url + "/")
     page.wait_for_selector(f'[data-testid="style-{fast_style()}"]')
-    page.wait_for_function("document.getElementById('server-status').dataset.state === 'ready'")
+    page.wait_for_selector("#server-status[data-state='ready']", state="attached")
 
 
 def _wait_thumbnails(page, timeout: float = 90.0) -> None:
@@ -149,7 +153,7 @@ def test_paint_compare_download(server: Server, page_factory) -> None:
     page.click('[data-testid="size-512"]')
     page.click('[data-testid="paint"]')
     page.wait_for_selector('[data-testid="progress"]:visible')
-    page.wait_for_function("document.body.dataset.state === 'done'", timeout=120_000)
+    page.wait_for_selector("body[data-state='done']", state="attached", timeout=120_000)
     assert page.locator('[data-testid="message"]').is_hidden()
     page.evaluate("window.scrollTo(0, 0)")
     _shot(page, "page-result")
@@ -196,7 +200,7 @@ def test_friendly_errors(server: Server, page_factory) -> None:
     page.set_input_files(
         '[data-testid="file-input"]', files=[{"name": "huge.jpg", "mimeType": "image/jpeg", "buffer": b"\0" * big}]
     )
-    page.wait_for_function("document.querySelector('[data-testid=message-text]').textContent.includes('too big')")
+    page.locator("[data-testid=message-text]", has_text="too big").wait_for()
     assert "20 MB" in page.inner_text('[data-testid="message"]')
 
 
@@ -235,7 +239,7 @@ def test_phone_layout(server: Server, page_factory) -> None:
         '[data-testid="file-input"]', files=[{"name": "group.jpg", "mimeType": "image/jpeg", "buffer": photo_bytes()}]
     )
     page.click('[data-testid="paint"]')
-    page.wait_for_function("document.body.dataset.state === 'done'", timeout=120_000)
+    page.wait_for_selector("body[data-state='done']", state="attached", timeout=120_000)
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
     _shot(page, "page-phone-result")
 
