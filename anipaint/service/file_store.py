@@ -192,7 +192,9 @@ class FileJobStore:
             info = JobInfo.from_json(json.loads(self._path(job_id, ".json").read_text())["info"])
         except (OSError, ValueError, TypeError, KeyError):
             return now - entry.stat().st_mtime >= self.ttl  # ours by name, but its state is gone
-        return info.finished is not None and now - info.finished >= self.ttl
+        if info.finished is None:  # a job this process failed but could not record: its file is stale
+            return now - entry.stat().st_mtime >= self.ttl
+        return now - info.finished >= self.ttl
 
     def _forget(self, job_id: str) -> None:
         self._live.pop(job_id, None)

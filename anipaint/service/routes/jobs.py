@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Iterator
 
@@ -23,7 +24,7 @@ router = APIRouter(prefix="/api/jobs", tags=["jobs"])
     responses=responses(400, 401, 403, 413, 415, 422, 429, 503, 507),
 )
 async def create_job(job: PaintRequestDep, jobs: QueueDep, who: OwnerDep) -> JSONResponse:
-    info = submit(jobs, job, who)
+    info = await asyncio.to_thread(submit, jobs, job, who)  # the picture is written to the store
     return JSONResponse(info.public(), 202, headers={"Location": f"/api/jobs/{info.id}"})
 
 
