@@ -73,7 +73,7 @@ class Server:
             stderr=subprocess.STDOUT,
             preexec_fn=preexec_fn,
         )
-        self.client = httpx.Client(base_url=self.url, timeout=120.0)
+        self.client = httpx.Client(base_url=self.url, timeout=600.0)
 
     def wait_ready(self, timeout: float = READY_TIMEOUT) -> Server:
         deadline = time.monotonic() + timeout

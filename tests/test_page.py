@@ -44,7 +44,7 @@ ARGS = [
     "--no-first-run",
 ]
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = pytest.mark.timeout(900)
 
 
 @pytest.fixture(scope="module")
@@ -226,7 +226,7 @@ def test_busy_message(busy_server: Server, page_factory) -> None:
                 _shot(page, shot)
     finally:
         for res in accepted:
-            assert busy_server.wait_job(res.json()["id"], timeout=240)["status"] == "done"
+            assert busy_server.wait_job(res.json()["id"], timeout=600)["status"] == "done"
 
 
 def test_phone_layout(server: Server, page_factory) -> None:
