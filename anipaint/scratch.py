@@ -4,7 +4,8 @@ A long-running process (``anipaint serve`` / ``worker``) calls :func:`claim`: it
 ``anipaint-scratch-<pid>`` in the scratch location (``settings.scratch_dir`` or the system temp folder) and points
 its painters there, so every ``anipaint-stream-*`` folder they make lives inside it. :func:`release` removes it on
 exit; at the next start :func:`sweep` removes the folders of processes that are gone (killed, crashed), and
-streaming folders left directly in the scratch location by processes that no longer run.
+streaming folders left directly in the scratch location by processes that no longer run (by the pid in their
+name, or, for unnamed ones, when untouched for ten minutes and not open in any process).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import os
 import re
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 from anipaint.settings import Settings
@@ -21,8 +23,9 @@ from anipaint.settings import Settings
 # Scratch a full-resolution paint holds at its peak, per picture pixel: two or three float16 layers of up to 64
 # channels at full size (2–4 GB at 4096², README "Full resolution"), rounded up.
 BYTES_PER_PIXEL = 320
+UNNAMED_AGE = 600.0  # seconds; a live paint creates and removes a layer file in its folder far more often
 _OWNED = re.compile(r"^anipaint-scratch-(?P<pid>\d+)$")
-_STREAM = "anipaint-stream-"
+_STREAM = re.compile(r"^anipaint-stream-(?:(?P<pid>\d+)-)?")  # the pid, where the streaming code names it
 
 
 def location(settings: Settings) -> Path:
@@ -67,11 +70,13 @@ def sweep(base: Path) -> list[Path]:
     except OSError:
         return removed
     for entry in entries:
-        owned = _OWNED.match(entry.name)
-        if owned:
+        owned = _OWNED.match(entry.name) or _STREAM.match(entry.name)
+        if owned is None or not entry.is_dir():
+            continue
+        if owned["pid"]:
             stale = int(owned["pid"]) != os.getpid() and not _alive(int(owned["pid"]))
-        else:
-            stale = entry.name.startswith(_STREAM) and entry.is_dir() and not _in_use(entry)
+        else:  # no owner named: only when untouched for a while and no running process has a file in it open
+            stale = time.time() - entry.stat().st_mtime > UNNAMED_AGE and not _in_use(entry)
         if stale:
             shutil.rmtree(entry, ignore_errors=True)
             removed.append(entry)
