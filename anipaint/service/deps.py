@@ -52,10 +52,11 @@ OwnerDep = Annotated[str | None, Depends(owner)]
 async def paint_request(
     s: SettingsDep,
     image: Annotated[UploadFile, File(description="The photo (JPEG, PNG, WebP, GIF, BMP or TIFF).")],
-    style: Annotated[StyleName | None, Form(description="Style id or alias; default: the server's.")] = None,
-    faces: Annotated[bool | None, Form(description="Restyle faces at their own resolution.")] = None,
+    # Optional fields are typed without None: a form field is absent or has a value, it cannot be null.
+    style: Annotated[StyleName, Form(description="Style id or alias; default: the server's.")] = None,
+    faces: Annotated[bool, Form(description="Restyle faces at their own resolution; default: the server's.")] = None,
     max_side: Annotated[
-        MaxSide | None, Form(description="Long-side cap in pixels; 0 or 'original' = full resolution.")
+        MaxSide, Form(description="Long-side cap in pixels; 0 or 'original' = full resolution.")
     ] = None,
     strength: Annotated[
         float, Form(ge=0.0, le=1.0, description="How much of the style: 0 = the photo, 1 = the full style.")
