@@ -10,7 +10,6 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from anipaint.service.guards import BodyTimeout
 from anipaint.service.jobs import failure
 from anipaint.settings import MAX_SIDE_RANGE
 
@@ -48,12 +47,6 @@ def install(app: FastAPI) -> None:
             else:
                 problems.append(f"{field}: {err.get('msg', 'invalid value')}")
         return JSONResponse({"detail": "; ".join(dict.fromkeys(problems)) or "invalid request"}, status)
-
-    @app.exception_handler(BodyTimeout)
-    async def body_timeout(_: Request, exc: BodyTimeout) -> JSONResponse:
-        metrics.reject("timeout")
-        detail = {"detail": "the upload stalled; send the picture again"}
-        return JSONResponse(detail, 408, headers={"Connection": "close"})
 
     @app.exception_handler(OSError)
     async def storage_error(_: Request, exc: OSError) -> JSONResponse:

@@ -16,6 +16,7 @@ import time
 from collections import deque
 from pathlib import Path
 
+from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from anipaint.settings import Settings
@@ -225,5 +226,9 @@ class UploadGate:
             finish()
 
 
-class BodyTimeout(Exception):
-    """The client paused mid-body for longer than ``settings.body_timeout``."""
+class BodyTimeout(HTTPException):
+    """The client paused mid-body for longer than ``settings.body_timeout`` (an HTTP error, so that form parsing
+    passes it on as it is)."""
+
+    def __init__(self) -> None:
+        super().__init__(408, "the upload stalled; send the picture again", headers={"Connection": "close"})
