@@ -72,10 +72,9 @@ class Settings:
     max_side: int = 512  # long-side cap (within MAX_SIDE_RANGE); 0 / None at call time: full resolution
     tile_size: int = 512  # tile edge for full-resolution painting
     tile_overlap: int = 64  # overlap blended between tiles
-    # Full resolution for AnimeGAN v1/v2 styles: "exact" runs the network layer by layer in row strips with the
-    # whole picture's norm statistics (identical to one untiled pass, activations in temporary files);
-    # "tiles" paints independent blended tiles (faster, but each tile normalises with its own statistics).
-    # The v3 graphs always use tiles (not streamed yet: see README, "Full resolution").
+    # Full resolution: "exact" runs the network layer by layer in row strips with the whole picture's norm
+    # statistics (identical to one untiled pass, activations in temporary files); "tiles" paints independent
+    # blended tiles (each tile normalises with its own statistics). v3-cute (ONNX) always uses tiles.
     large_mode: str = "exact"
     scratch_dir: Path | None = None  # where "exact" keeps its activation files; default: the system temp dir
 

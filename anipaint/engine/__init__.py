@@ -3,10 +3,10 @@
 ``load_network`` builds the eager network from the store's artefact; :class:`Engine` owns one loaded network
 per style plus its fastest backend (:mod:`anipaint.engine.backends`: eager torch, AOT-compiled bf16, int8,
 ONNX Runtime; ``auto`` picks per machine) and turns RGB uint8 arrays into painted RGB uint8 arrays. Large
-pictures run in bounded memory: exactly, layer by layer, for AnimeGAN v1/v2 (:mod:`anipaint.engine.streaming`),
-in blended tiles otherwise (:mod:`anipaint.engine.tiling`). :func:`prepare` builds and measures the backends
-ahead of time (``anipaint models prepare``), so a server starts painting from cached artefacts within a second
-or two.
+pictures run in bounded memory: exactly, layer by layer, for AnimeGAN v1/v2 and the imported v3 graphs
+(:mod:`anipaint.engine.streaming`), in blended tiles otherwise (:mod:`anipaint.engine.tiling`). :func:`prepare`
+builds and measures the backends ahead of time (``anipaint models prepare``), so a server starts painting from
+cached artefacts within a second or two.
 """
 
 from __future__ import annotations
@@ -55,7 +55,9 @@ class Engine:
     @property
     def streams_large(self) -> bool:
         """Whether large pictures run layer by layer with whole-picture statistics (else in tiles)."""
-        return "strips" in backends.applicable(self.style) and self.settings.large_mode.lower() == "exact"
+        if self.settings.large_mode.lower() != "exact":
+            return False
+        return "strips" in backends.applicable(self.style) or self._streamed_network() is not None
 
     def _streamed_network(self):
         from anipaint.engine.streaming import for_network
@@ -79,8 +81,9 @@ class Engine:
     def run(self, rgb: np.ndarray, progress: Callable[[float], None] | None = None) -> np.ndarray:
         """Paint RGB uint8 (H, W, 3) → RGB uint8 of the same size.
 
-        Pictures over four tiles' worth of pixels run in bounded memory: layer by layer for AnimeGAN v1 and v2
-        (``large_mode="exact"``), else in blended tiles. ``progress`` gets the fraction done of those.
+        Pictures over four tiles' worth of pixels run in bounded memory: layer by layer where the network
+        streams (``large_mode="exact"``: AnimeGAN v1, v2 and the imported graphs), else in blended tiles.
+        ``progress`` gets the fraction done of those.
         """
         h, w = rgb.shape[:2]
         tile = self.settings.tile_size

@@ -30,7 +30,7 @@ from . import graph_exec
 from .graph_exec import Val
 from .graph_shapes import ShapeRebinder
 from .ir import Graph
-from .padding import pad_to_multiple
+from .padding import alignment_padding, pad_to_multiple
 
 CONV_OPS = {"Conv2D", "DepthwiseConv2dNative"}
 
@@ -80,6 +80,12 @@ class GraphModule(nn.Module):
             return self.run(x)  # the size the graph was exported for needs no alignment
         out = self.run(pad_to_multiple(x, self.size_multiple, min_cells=2))
         return out[..., :h, :w]
+
+    def alignment(self, h: int, w: int) -> tuple[int, int]:
+        """Rows and columns ``forward`` adds at the bottom and right of an ``h`` x ``w`` input."""
+        if self.shapes.reference_hw == (h, w):
+            return 0, 0
+        return alignment_padding(h, w, self.size_multiple, min_cells=2)
 
     def run(self, x: Tensor, outputs: list[str] | None = None) -> Tensor:
         """Execute the graph on an NCHW tensor as is (no alignment padding); the first output, NCHW."""

@@ -1,0 +1,52 @@
+"""Full-resolution painting in bounded memory that paints exactly what one untiled pass paints.
+
+Independent tiles can't do that: every norm layer of these generators normalises over the *whole* picture (v2's
+layer norm over H, W and C; v1's and v3's instance norms over H and W per channel; v3's external attention takes a
+softmax over all positions), and a tile only sees itself, so tiles come out 20-34 dB away from the untiled painting
+(smooth tone shifts, see ``benchmarks/tiling_psnr.py``). Here the network runs one layer at a time over the whole
+picture, in strips of rows: each layer reads the rows it needs of the previous one (reflect-padded at the picture's
+edges, as the untiled network pads), writes its own output strip by strip to a temporary file and sums the
+statistics its norm needs; once the layer is complete its statistics are final and the next layer normalises with
+them. Memory is a few strips plus the model, whatever the picture's size; the activations live in float16 files
+(freed as soon as their last reader is done; a 4096x4096 picture needs a few GB of disk at the widest point,
+checked before the paint starts). Convolutions run in bfloat16 where the CPU has it, so results differ from the
+float32 network by rounding only, and seams can't exist.
+
+* :mod:`.sources`, :mod:`.executor`, :mod:`.networks`: AnimeGAN v1 and v2, their layers written out by hand;
+* :mod:`.graph_plan`, :mod:`.graph_run`: any imported graph (the v3 styles), planned from its ops;
+* :mod:`.scratch`: the per-paint temporary folders and the start-up sweep of those a dead process left.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from .executor import StreamedNetwork
+from .graph_plan import NotStreamable
+from .graph_run import StreamedGraph
+from .networks import StreamedV1, StreamedV2
+from .scratch import sweep_orphaned_scratch
+
+__all__ = ["NotStreamable", "StreamedGraph", "StreamedNetwork", "StreamedV1", "StreamedV2", "for_network",
+           "sweep_orphaned_scratch"]
+
+
+def for_network(network: torch.nn.Module, folder: str | Path | None = None
+                ) -> StreamedNetwork | StreamedGraph | None:
+    """The streamed version of an eager network, or None when it has none (ONNX, or a graph that can't stream)."""
+    from anipaint.networks.animeganv1 import AnimeGANv1Generator
+    from anipaint.networks.animeganv2 import Generator as V2
+    from anipaint.networks.graph_module import GraphModule
+
+    if isinstance(network, V2):
+        return StreamedV2(network.state_dict(), network.semantics, folder=folder)
+    if isinstance(network, AnimeGANv1Generator):
+        return StreamedV1(network.state_dict(), folder=folder)
+    if isinstance(network, GraphModule):
+        try:
+            return StreamedGraph(network, folder=folder)
+        except NotStreamable:
+            return None
+    return None

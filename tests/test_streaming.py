@@ -1,0 +1,155 @@
+"""Full resolution, exactly: every streamed style against one whole-picture pass, memory, scratch space, progress.
+
+The v3 graphs run through the generic strip executor (``engine/streaming/graph_*``): whole-picture norm statistics
+and the attention's softmax over all positions accumulated over strips, compared here with the eager graph module
+run once on the whole picture, at sizes that are not multiples of the graphs' stride.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from anipaint import store
+from anipaint.engine import Engine, from_tensor, load_network, tiling, to_tensor
+from anipaint.engine.streaming import StreamedGraph, for_network, sweep_orphaned_scratch
+from anipaint.errors import ScratchSpaceError
+from anipaint.networks.graph_module import GraphModule
+from anipaint.registry import all_styles, get_style
+from anipaint.settings import reload_settings
+from conftest import SAMPLES, psnr
+
+EXACT_BAR = 40.0  # streamed against one whole-picture pass (bf16 convolutions, float16 activations: ~45-70 dB)
+
+
+def _graph_styles() -> list[str]:
+    """Every style whose network is an imported graph (the ones the generic strip executor runs)."""
+    settings = reload_settings()
+    found = []
+    for style in all_styles():
+        artefact = store.artefact_path(style, settings)
+        if store.is_prepared(style, settings) and isinstance(load_network(style, artefact), GraphModule):
+            found.append(style.id)
+    return found
+
+
+@pytest.fixture(scope="module")
+def settings(prepared_store):
+    return dataclasses.replace(reload_settings(), tile_size=256, tile_overlap=64)
+
+
+@pytest.fixture(scope="module")
+def graph_styles(settings) -> list[str]:
+    styles = _graph_styles()
+    assert {"v3-hayao", "v3-shinkai"} <= set(styles), styles
+    return styles
+
+
+def _picture(width: int, height: int) -> np.ndarray:
+    img = Image.open(SAMPLES / "group_pakutaso.jpg").convert("RGB")
+    return np.asarray(img.resize((width, height), Image.LANCZOS))
+
+
+def test_every_graph_style_streams_exactly_like_one_whole_pass(settings, graph_styles, tmp_path):
+    """643x483 (odd sides, not multiples of 8) through the engine as a user paints a large picture."""
+    rgb = _picture(643, 483)
+    assert tiling.needs_tiling(*rgb.shape[:2], settings.tile_size)
+    for style_id in graph_styles:
+        style = get_style(style_id)
+        engine = Engine(style, store.artefact_path(style, settings),
+                        dataclasses.replace(settings, scratch_dir=tmp_path))
+        assert engine.streams_large, style_id
+        seen: list[float] = []
+        got = engine.run(rgb, seen.append)
+        whole = from_tensor(engine.run_float(to_tensor(rgb)))
+        tiles = Engine(style, store.artefact_path(style, settings),
+                       dataclasses.replace(settings, large_mode="tiles")).run(rgb)
+        exact_db, tiles_db = psnr(got, whole), psnr(tiles, whole)
+        assert got.shape == rgb.shape
+        assert exact_db >= EXACT_BAR, (style_id, exact_db, tiles_db)
+        assert exact_db > tiles_db + 5, (style_id, exact_db, tiles_db)  # whole-picture statistics, not a tile's
+        assert seen == sorted(seen) and seen[-1] == 1.0 and len(seen) > 10, (style_id, seen)  # per layer
+        assert list(tmp_path.iterdir()) == [], style_id  # scratch removed
+
+
+def test_v3_hayao_at_1283x967_matches_one_whole_pass(settings, tmp_path):
+    style = get_style("v3-hayao")
+    module = load_network(style, store.artefact_path(style, settings))
+    rgb = _picture(1283, 967)
+    got = StreamedGraph(module, folder=tmp_path).paint(rgb)
+    whole = from_tensor(module(to_tensor(rgb)))
+    assert psnr(got, whole) >= EXACT_BAR
+
+
+def test_scratch_space_is_checked_before_painting_and_removed_on_failure(settings, tmp_path, monkeypatch):
+    from anipaint.engine.streaming import scratch
+
+    style = get_style("v3-hayao")
+    streamed = for_network(load_network(style, store.artefact_path(style, settings)), tmp_path)
+    rgb = _picture(320, 240)
+    real = scratch.shutil.disk_usage
+    monkeypatch.setattr(scratch.shutil, "disk_usage", lambda p: real(p)._replace(free=1 << 20))  # 1 MB free
+    calls: list[float] = []
+    with pytest.raises(ScratchSpaceError, match="needs .* GB of temporary files"):
+        streamed.paint(rgb, calls.append)
+    assert calls == [] and list(tmp_path.iterdir()) == []  # refused before the first layer
+    monkeypatch.undo()
+
+    def cancel(fraction: float) -> None:
+        if fraction > 0.3:
+            raise KeyboardInterrupt  # a job cancelled (or a worker stopped) mid-paint
+    with pytest.raises(KeyboardInterrupt):
+        streamed.paint(rgb, cancel)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_sweep_removes_the_scratch_of_dead_processes_only(tmp_path):
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    orphan = tmp_path / f"anipaint-stream-{int(dead.stdout)}-abc"
+    mine = tmp_path / f"anipaint-stream-{os.getpid()}-def"
+    other = tmp_path / "anipaint-something-else"
+    for folder in (orphan, mine, other):
+        folder.mkdir()
+        (folder / "001-layer.f16").write_bytes(b"\0" * 64)
+    assert sweep_orphaned_scratch(tmp_path) == [orphan]
+    assert not orphan.exists() and mine.exists() and other.exists()
+
+
+MEMORY_SCRIPT = """
+import resource, sys, numpy as np
+from PIL import Image
+from anipaint import store
+from anipaint.engine import load_network
+from anipaint.engine.streaming import for_network
+from anipaint.registry import get_style
+style = get_style(sys.argv[1])
+painter = for_network(load_network(style, store.artefact_path(style)), sys.argv[3])
+rgb = np.asarray(Image.open(sys.argv[2]))
+painter.paint(rgb[:64, :64])  # warm-up: what the process holds before a big picture
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+out = painter.paint(rgb)
+after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(before // 1024, after // 1024, out.shape, float(out.std()))
+"""
+
+
+@pytest.mark.parametrize("style_id", ["v2-hayao", "v3-hayao", "v3-shinkai"])
+def test_large_picture_memory_stays_bounded(style_id, settings, tmp_path):
+    """2048x2048: one full-resolution 128-channel activation alone would be 2 GiB; the strips stay far below."""
+    Image.fromarray(_picture(2048, 2048)).save(tmp_path / "in.png")
+    scratch_dir = tmp_path / "scratch"
+    scratch_dir.mkdir()
+    done = subprocess.run([sys.executable, "-c", MEMORY_SCRIPT, style_id, str(tmp_path / "in.png"), str(scratch_dir)],
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-2000:]
+    before_mb, after_mb, *rest = done.stdout.split()
+    assert int(after_mb) < 2048, done.stdout  # MB peak RSS of the whole process
+    assert int(after_mb) - int(before_mb) < 500, done.stdout  # MB grown by the big picture (measured: ~100-300)
+    assert "(2048, 2048, 3)" in done.stdout and float(rest[-1]) > 10  # a painted picture, not a blank one
+    assert list(scratch_dir.iterdir()) == []
