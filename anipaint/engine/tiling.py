@@ -10,10 +10,9 @@ of ``tile × width`` floats on top of the input and output pictures, whatever th
 Known limit: the generators normalise each layer over the whole (tile) picture, so a tile is painted with its
 own statistics, not the picture's. Context is not the issue (with the whole picture's statistics forced into
 every tile, tiled and untiled agree to ~60 dB), the statistics are: tiles differ from the untiled painting by
-20-31 dB PSNR (v1, v2) or ~40 dB (v3-cute), as smooth, feathered tone shifts rather than seams. AnimeGAN v1
-and v2 therefore paint large pictures layer by layer instead (:mod:`anipaint.engine.streaming`, exact); the v3
-graphs (28-34 dB here; instance norms plus an external-attention softmax over all positions) and
-``large_mode="tiles"`` still come here.
+20-34 dB PSNR (v1, v2, the v3 graphs) or ~40 dB (v3-cute), as smooth, feathered tone shifts rather than seams.
+Every network that can therefore paints large pictures layer by layer instead (:mod:`anipaint.engine.streaming`,
+exact); only v3-cute (an ONNX model run whole by ONNX Runtime) and ``large_mode="tiles"`` still come here.
 """
 
 from __future__ import annotations

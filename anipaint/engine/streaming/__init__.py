@@ -13,7 +13,7 @@ checked before the paint starts). Convolutions run in bfloat16 where the CPU has
 float32 network by rounding only, and seams can't exist.
 
 * :mod:`.sources`, :mod:`.executor`, :mod:`.networks`: AnimeGAN v1 and v2, their layers written out by hand;
-* :mod:`.graph_plan`, :mod:`.graph_run`: any imported graph (the v3 styles), planned from its ops;
+* :mod:`.graph_plan`, :mod:`.graph_run`, :mod:`.rows`: any imported graph (the v3 styles), planned from its ops;
 * :mod:`.scratch`: the per-paint temporary folders and the start-up sweep of those a dead process left.
 """
 
@@ -24,9 +24,9 @@ from pathlib import Path
 import torch
 
 from .executor import StreamedNetwork
-from .graph_plan import NotStreamable
 from .graph_run import StreamedGraph
 from .networks import StreamedV1, StreamedV2
+from .rows import NotStreamable
 from .scratch import sweep_orphaned_scratch
 
 __all__ = ["NotStreamable", "StreamedGraph", "StreamedNetwork", "StreamedV1", "StreamedV2", "for_network",

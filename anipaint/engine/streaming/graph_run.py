@@ -11,6 +11,7 @@ run in bfloat16 where the CPU has it, everything else in float32.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from math import prod
 from pathlib import Path
@@ -26,12 +27,14 @@ from anipaint.networks.graph_module import GraphModule
 from anipaint.networks.graph_ops import resize_bilinear, same_padding
 
 from .executor import default_dtype
-from .graph_plan import CONVS, PADS, RESHAPES, GraphPlan, Reduction, Tag, conv_rows, resize_rows
+from .graph_plan import GraphPlan, Reduction
+from .rows import CONVS, PADS, RESHAPES, Tag, conv_rows, resize_rows
 from .scratch import scratch_folder
 from .sources import RowFile
 
 _NCHW = (0, 2, 3, 1)  # logical NHWC axis -> NCHW tensor dim
 
+PLANS_KEPT = 4
 Progress = Callable[[float], None]
 
 
@@ -125,7 +128,22 @@ class StreamedGraph:
             node = probe.nodes[name]
             if node.op in CONVS and probe.kind.get(name) == "spatial":
                 self.weights[name] = self._weight(probe, node)
+        self._plans: dict[tuple[int, int], GraphPlan] = {}
+        self._lock = threading.Lock()
         self._ctx = graph_exec.Context(graph=self.graph, shapes=None, record=None, memo={}, at_reference=True)
+
+    def plan(self, height: int, width: int) -> GraphPlan:
+        """The plan for a padded size (the last few sizes' plans are kept: making one runs the graph on meta)."""
+        key = (height, width)
+        with self._lock:
+            plan = self._plans.pop(key, None)
+        if plan is None:
+            plan = GraphPlan(self.graph, height, width, self._shapes())
+        with self._lock:
+            self._plans[key] = plan  # most recent last
+            while len(self._plans) > PLANS_KEPT:
+                self._plans.pop(next(iter(self._plans)))
+        return plan
 
     def _shapes(self):
         shapes = self.module.shapes
@@ -153,7 +171,7 @@ class StreamedGraph:
         if pad_h or pad_w:
             mode = "reflect" if pad_h < height and pad_w < width else "edge"
             rgb = np.pad(rgb, ((0, pad_h), (0, pad_w), (0, 0)), mode=mode)
-        plan = GraphPlan(self.graph, rgb.shape[0], rgb.shape[1], self._shapes())
+        plan = self.plan(rgb.shape[0], rgb.shape[1])
         out = np.empty((height, width, 3), np.uint8)
         with scratch_folder(self.folder, plan.scratch_bytes()) as tmp:
             run = _Run(self, plan, Path(tmp), rgb, out)
@@ -256,7 +274,7 @@ class _Run:
         plan = self.plan
         tag = plan.tag[name]
         if name == plan.input:
-            x = torch.from_numpy(np.ascontiguousarray(self.rgb[lo:hi])).float().div_(127.5).sub_(1.0)
+            x = torch.from_numpy(self.rgb[lo:hi].copy()).float().div_(127.5).sub_(1.0)
             return Val(x.unsqueeze(0).permute(0, 3, 1, 2), True)  # channels-last NCHW view
         perm, inverse = self._canonical(name)
         shape = list(plan.shape[name])
