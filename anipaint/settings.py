@@ -74,7 +74,7 @@ class Settings:
     tile_overlap: int = 64  # overlap blended between tiles
     # Full resolution: "exact" runs the network layer by layer in row strips with the whole picture's norm
     # statistics (identical to one untiled pass, activations in temporary files); "tiles" paints independent
-    # blended tiles (each tile normalises with its own statistics). v3-cute (ONNX) always uses tiles.
+    # blended tiles (each tile normalises with its own statistics).
     large_mode: str = "exact"
     scratch_dir: Path | None = None  # where "exact" keeps its activation files; default: the system temp dir
 

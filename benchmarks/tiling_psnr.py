@@ -6,7 +6,7 @@ The generators normalise every layer over the whole picture. In independent tile
 statistics, so tiled and untiled differ by tone (v2: 23-30 dB, v1: 20-22 dB, v3-cute: 39-42 dB at 640 px in
 256 px tiles). ``--oracle`` repaints v2 in tiles with the *untiled* picture's per-layer statistics forced into
 every tile: that reaches ~60 dB, so the tiles' context is sufficient and the statistics are the whole difference.
-Hence the "exact" mode (:mod:`anipaint.engine.streaming`, the default for every style but v3-cute): layer by layer
+Hence the "exact" mode (:mod:`anipaint.engine.streaming`, the default): layer by layer
 over the whole picture in row strips, printed here as ``exact``; it differs from the untiled pass only by
 bfloat16/float16 rounding. ``benchmarks/full_resolution.py`` times it against one whole pass and at 4096².
 """

@@ -130,7 +130,9 @@ class StreamedGraph:
                 self.weights[name] = self._weight(probe, node)
         self._plans: dict[tuple[int, int], GraphPlan] = {}
         self._lock = threading.Lock()
-        self._ctx = graph_exec.Context(graph=self.graph, shapes=None, record=None, memo={}, at_reference=True)
+        # row-local ops never re-target shapes (the plan did, for reshapes and resizes, which run here by rows)
+        self._ctx = graph_exec.Context(graph=self.graph, shapes=module.shapes, record=None, memo={},
+                                       at_reference=True)
 
     def plan(self, height: int, width: int) -> GraphPlan:
         """The plan for a padded size (the last few sizes' plans are kept: making one runs the graph on meta)."""
@@ -255,7 +257,10 @@ class _Run:
             if all(d in self.globals for d in plan.deps[name]):
                 node = plan.nodes[name]
                 args = [self.globals[i] if i in self.globals else plan.value(i) for i in node.inputs]
-                self.globals[name] = graph_exec.OPS[node.op](self.s._ctx, node, args)
+                if node.op in RESHAPES:  # to the shape the plan worked out (constant shapes re-targeted there)
+                    self.globals[name] = Val(args[0].nhwc().reshape(plan.shape[name]), False)
+                else:
+                    self.globals[name] = graph_exec.OPS[node.op](self.s._ctx, node, args)
 
     # ---- stored rows and the picture --------------------------------------------------------------------------
 
