@@ -29,16 +29,15 @@ from PIL import Image
 
 from anipaint import store
 from anipaint.engine import from_tensor, load_network, to_tensor
-from anipaint.engine.select import psnr
 from anipaint.engine.streaming import for_network
+from anipaint.quality import psnr
 from anipaint.registry import get_style
 from anipaint.settings import get_settings
 
-SAMPLE = Path(__file__).resolve().parent.parent.parent / "shared" / "samples" / "group_pakutaso.jpg"
-
 
 def picture(side: int) -> np.ndarray:
-    return np.asarray(Image.open(SAMPLE).convert("RGB").resize((side, side), Image.LANCZOS))
+    sample = get_settings().samples_dir / "group_pakutaso.jpg"
+    return np.asarray(Image.open(sample).convert("RGB").resize((side, side), Image.LANCZOS))
 
 
 def compare(style_id: str, side: int, rounds: int) -> dict:

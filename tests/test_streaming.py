@@ -21,9 +21,10 @@ from anipaint.engine import Engine, from_tensor, load_network, tiling, to_tensor
 from anipaint.engine.streaming import StreamedGraph, for_network, sweep_orphaned_scratch
 from anipaint.errors import ScratchSpaceError
 from anipaint.networks.graph_module import GraphModule
+from anipaint.quality import psnr
 from anipaint.registry import all_styles, get_style
 from anipaint.settings import reload_settings
-from conftest import SAMPLES, psnr
+from conftest import SAMPLES
 
 EXACT_BAR = 40.0  # streamed against one whole-picture pass (bf16 convolutions, float16 activations: ~45-70 dB)
 
