@@ -179,9 +179,8 @@ class StreamedGraph:
             run = _Run(self, plan, Path(tmp), rgb, out)
             try:
                 for i, loop in enumerate(plan.loops):
-                    run.loop(i, loop)
-                    if progress is not None and i + 1 < len(plan.loops):
-                        progress((i + 1) / len(plan.loops))
+                    done = None if progress is None else (lambda f, i=i: progress((i + f) / len(plan.loops)))
+                    run.loop(i, loop, done)
             finally:
                 run.release()
         if progress is not None:
@@ -207,7 +206,8 @@ class _Run:
 
     # ---- loops ------------------------------------------------------------------------------------------------
 
-    def loop(self, index: int, loop) -> None:
+    def loop(self, index: int, loop, progress: Progress | None = None) -> None:
+        """Run one loop over its strips; ``progress`` gets the fraction of its rows done after each strip."""
         plan = self.plan
         for sink in loop.sinks:
             if sink in plan.stored:
@@ -238,6 +238,8 @@ class _Run:
                         acc.add(strip)
                 if sink == plan.output:
                     self.paint_rows(r0, r1, strip)
+            if progress is not None:
+                progress(r1 / loop.height)
         for name, r in mine.items():
             result = accs[(r.source, r.axes, r.kind == "softmax" and name)].result(r)
             if r.kind == "softmax":
