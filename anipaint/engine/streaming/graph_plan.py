@@ -207,6 +207,10 @@ class GraphPlan:
             if op == "ConcatV2" and self.value(node.inputs[-1]).scalar() % rank in tag.positions():
                 raise NotStreamable(f"{op} {name}: concatenation along the positions")
             self.tag[name] = tag
+        elif op == "Split":
+            if self.value(node.inputs[0]).scalar() % rank in tag.positions():
+                raise NotStreamable(f"{op} {name}: a split along the positions")
+            self.tag[name] = tag
         elif op in RESHAPES:
             self.tag[name] = reshaped(tag, self.shape[src], out, name)
         elif op == "Transpose":
@@ -227,11 +231,19 @@ class GraphPlan:
         return "spatial"
 
     def _moments(self, node: Node, reduction: Reduction) -> None:
-        """``Mean(SquaredDifference(x, Mean(x)))`` over the same axes: a variance, accumulated with the mean."""
+        """``Mean(SquaredDifference(x, Mean(x)))`` (or ``Mean(Square(x - Mean(x)))``) over the same axes: a
+        variance, accumulated in the same pass as the mean."""
         diff = self.nodes.get(reduction.source)
-        if reduction.kind != "mean" or diff is None or diff.op != "SquaredDifference":
+        if diff is not None and diff.op == "Square" and self.nodes.get(diff.inputs[0], diff).op == "Sub":
+            diff = self.nodes[diff.inputs[0]]  # Mean(Square(x - Mean(x))): the same, written out
+            pairs = [tuple(diff.inputs)]
+        elif diff is not None and diff.op == "SquaredDifference":
+            pairs = [tuple(diff.inputs), tuple(diff.inputs[::-1])]
+        else:
             return
-        for x, m in (diff.inputs, diff.inputs[::-1]):
+        if reduction.kind != "mean":
+            return
+        for x, m in pairs:
             mean = self.reductions.get(m)
             if mean is not None and mean.kind == "mean" and mean.source == x and mean.axes == reduction.axes \
                     and mean.keep:
