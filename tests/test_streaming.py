@@ -8,7 +8,6 @@ run once on the whole picture, at sizes that are not multiples of the graphs' st
 from __future__ import annotations
 
 import dataclasses
-import os
 import subprocess
 import sys
 
@@ -18,7 +17,7 @@ from PIL import Image
 
 from anipaint import store
 from anipaint.engine import Engine, from_tensor, load_network, tiling, to_tensor
-from anipaint.engine.streaming import StreamedGraph, for_network, sweep_orphaned_scratch
+from anipaint.engine.streaming import StreamedGraph, for_network
 from anipaint.errors import ScratchSpaceError
 from anipaint.networks.graph_module import GraphModule
 from anipaint.quality import psnr
@@ -100,18 +99,6 @@ def test_scratch_space_is_checked_before_painting_and_removed_on_failure(setting
     with pytest.raises(KeyboardInterrupt):
         streamed.paint(rgb, cancel)
     assert list(tmp_path.iterdir()) == []
-
-
-def test_sweep_removes_the_scratch_of_dead_processes_only(tmp_path):
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    orphan = tmp_path / f"anipaint-stream-{int(dead.stdout)}-abc"
-    mine = tmp_path / f"anipaint-stream-{os.getpid()}-def"
-    other = tmp_path / "anipaint-something-else"
-    for folder in (orphan, mine, other):
-        folder.mkdir()
-        (folder / "001-layer.f16").write_bytes(b"\0" * 64)
-    assert sweep_orphaned_scratch(tmp_path) == [orphan]
-    assert not orphan.exists() and mine.exists() and other.exists()
 
 
 MEMORY_SCRIPT = """

@@ -14,7 +14,7 @@ float32 network by rounding only, and seams can't exist.
 
 * :mod:`.sources`, :mod:`.executor`, :mod:`.networks`: AnimeGAN v1 and v2, their layers written out by hand;
 * :mod:`.graph_plan`, :mod:`.graph_run`, :mod:`.rows`: any imported graph (the v3 styles), planned from its ops;
-* :mod:`.scratch`: the per-paint temporary folders and the start-up sweep of those a dead process left.
+* :mod:`.scratch`: the per-paint temporary folders (named for :func:`anipaint.scratch.sweep` to find orphans).
 """
 
 from __future__ import annotations
@@ -27,10 +27,8 @@ from .executor import StreamedNetwork
 from .graph_run import StreamedGraph
 from .networks import StreamedV1, StreamedV2
 from .rows import NotStreamable
-from .scratch import sweep_orphaned_scratch
 
-__all__ = ["NotStreamable", "StreamedGraph", "StreamedNetwork", "StreamedV1", "StreamedV2", "for_network",
-           "sweep_orphaned_scratch"]
+__all__ = ["NotStreamable", "StreamedGraph", "StreamedNetwork", "StreamedV1", "StreamedV2", "for_network"]
 
 
 def for_network(network: torch.nn.Module, folder: str | Path | None = None

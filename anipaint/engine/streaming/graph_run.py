@@ -11,6 +11,8 @@ run in bfloat16 where the CPU has it, everything else in float32.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import threading
 from collections.abc import Callable
 from math import prod
@@ -36,6 +38,18 @@ _NCHW = (0, 2, 3, 1)  # logical NHWC axis -> NCHW tensor dim
 
 PLANS_KEPT = 4
 Progress = Callable[[float], None]
+
+
+try:  # glibc: strips of many sizes fragment the heap; hand the free pages back after each loop
+    _LIBC = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+    _LIBC.malloc_trim.argtypes = [ctypes.c_size_t]
+except (OSError, AttributeError):
+    _LIBC = None
+
+
+def _trim_heap() -> None:
+    if _LIBC is not None:
+        _LIBC.malloc_trim(0)
 
 
 def _dim(val: Val, axis: int) -> int:
@@ -250,6 +264,7 @@ class _Run:
         for name, last in self.last_read.items():
             if last == index and name in self.files:
                 self.files.pop(name).release()
+        _trim_heap()
 
     def derive_globals(self) -> None:
         plan = self.plan

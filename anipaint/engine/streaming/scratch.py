@@ -1,14 +1,13 @@
-"""The temporary folders strip executors keep their layer files in: created per paint, swept after a crash.
+"""The temporary folders strip executors keep their layer files in, one per paint.
 
 Each paint gets ``anipaint-stream-<pid>-<random>`` under the scratch folder (``ANIPAINT_SCRATCH_DIR``, default the
-system temp folder), removed on every exit path of the paint. A process that is killed can't remove its own, so
-:func:`sweep_orphaned_scratch` (called at start-up) removes the folders whose process no longer exists.
+system temp folder), removed on every exit path of the paint. A process that is killed can't remove its own: the
+pid in the name lets :func:`anipaint.scratch.sweep` find the folders of processes that are gone.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -18,7 +17,6 @@ from anipaint.errors import ScratchSpaceError
 from .sources import WHAT_TO_DO
 
 PREFIX = "anipaint-stream-"
-_NAME = re.compile(rf"^{PREFIX}(\d+)-")
 
 
 def scratch_folder(folder: str | Path | None, need_bytes: int = 0) -> tempfile.TemporaryDirectory:
@@ -39,32 +37,3 @@ def scratch_folder(folder: str | Path | None, need_bytes: int = 0) -> tempfile.T
             f"files at its widest point and {where} has {free / 1e9:.1f} GB free; {WHAT_TO_DO}"
         )
     return scratch
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's live process
-        return True
-    return True
-
-
-def sweep_orphaned_scratch(folder: str | Path | None = None) -> list[Path]:
-    """Remove the scratch folders under ``folder`` (default: the temp folder) left by processes that died.
-
-    Folders of live processes (this one included) are kept. Returns the folders removed.
-    """
-    root = Path(folder or tempfile.gettempdir())
-    removed = []
-    try:
-        entries = list(root.iterdir())
-    except OSError:
-        return removed
-    for entry in entries:
-        match = _NAME.match(entry.name)
-        if match and entry.is_dir() and not entry.is_symlink() and not _alive(int(match.group(1))):
-            shutil.rmtree(entry, ignore_errors=True)
-            removed.append(entry)
-    return removed
