@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
+import torch
 from PIL import Image
 
 from anipaint import imaging, postprocess, preprocess, store
@@ -74,6 +75,14 @@ class Painter:
         ``progress`` receives the fraction done while a large picture is painted in strips or tiles."""
         return self.engine.run(rgb, progress)
 
+    def paint_batch(self, crops: np.ndarray) -> np.ndarray:
+        """(N, H, W, 3) uint8 → painted, same shape: one generator call where the backend takes a batch."""
+        if not self.engine.backend.batches:
+            return np.stack([self.paint_array(c) for c in crops])
+        x = torch.from_numpy(np.ascontiguousarray(crops)).permute(0, 3, 1, 2).float().div_(127.5).sub_(1.0)
+        y = self.engine.run_float(x).clamp(-1.0, 1.0).add(1.0).mul(127.5).round()
+        return y.permute(0, 2, 3, 1).to(torch.uint8).numpy()
+
     def paint(
         self,
         image: imaging.ImageInput,
@@ -130,7 +139,7 @@ class Painter:
             return painted
         face_painter = get_painter(face_style, self.settings) if face_style else self
         return faces.enhance_faces(
-            work.source, painted, found, face_painter.paint_array, face_size=self.settings.face_size
+            work.source, painted, found, face_painter.paint_batch, face_size=self.settings.face_size
         )
 
 

@@ -117,7 +117,8 @@ def main() -> None:
         assert len(again) == len(faces)
         plain = paint(rgb, args.max_side)
         t0 = time.perf_counter()
-        enhanced = enhance_faces(rgb, plain, faces, paint_face, face_size=args.face_size)
+        enhanced = enhance_faces(rgb, plain, faces, lambda batch: np.stack([paint_face(c) for c in batch]),
+                                 face_size=args.face_size)
         t_enh = time.perf_counter() - t0
         total_faces += len(faces)
         total_added += t_enh

@@ -17,13 +17,13 @@ import pytest
 from PIL import Image
 
 from anipaint import faces as F
-from anipaint.faces import Face, FaceDetector, align_face, enhance_faces, face_mask
+from anipaint.faces import Face, FaceDetector, align_face, blend, face_mask
+from conftest import GROUP_PHOTO as GROUP
+from conftest import SOURCES
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
-YUNET = SHARED / "models" / "face" / "face_detection_yunet_2023mar_dynamic.onnx"
-YUNET_FIXED = SHARED / "models" / "face" / "face_detection_yunet_2023mar.onnx"
-CUTE = SHARED / "models" / "animeganv3" / "AnimeGANv3_tiny_Cute.onnx"
-GROUP = SHARED / "samples" / "group_pakutaso.jpg"
+YUNET = SOURCES / "face" / "face_detection_yunet_2023mar_dynamic.onnx"
+YUNET_FIXED = SOURCES / "face" / "face_detection_yunet_2023mar.onnx"
+CUTE = SOURCES / "animeganv3" / "AnimeGANv3_tiny_Cute.onnx"
 
 skimage_data = pytest.importorskip("skimage.data")
 pytestmark = pytest.mark.skipif(not (YUNET.is_file() and GROUP.is_file()), reason="shared models/samples missing")
@@ -52,10 +52,10 @@ def _onnx_paint():
 
 
 class CachedPainter:
-    """A real model's paint_array, memoised by pixels (tests repaint the same crops) and counting calls."""
+    """A real model's paint_array, memoised by pixels (tests repaint the same crops) and counting pictures."""
 
     def __init__(self, paint) -> None:
-        self._paint, self._memo, self.calls = paint, {}, 0
+        self._paint, self._memo, self.calls, self.batches = paint, {}, 0, 0
 
     def __call__(self, rgb: np.ndarray) -> np.ndarray:
         self.calls += 1
@@ -63,6 +63,15 @@ class CachedPainter:
         if key not in self._memo:
             self._memo[key] = self._paint(rgb)
         return self._memo[key]
+
+    def batch(self, crops: np.ndarray) -> np.ndarray:
+        """The face pass's batch interface, one picture at a time (each counted in ``calls``)."""
+        self.batches += 1
+        return np.stack([self(c) for c in crops])
+
+
+def enhance_faces(source, painted, faces, paint: CachedPainter, **kw) -> np.ndarray:
+    return blend.enhance_faces(source, painted, faces, paint.batch, **kw)
 
 
 @pytest.fixture(scope="module")
@@ -321,9 +330,9 @@ def test_no_seam(group, group_result, astro_result):
 def test_seam_measure_sees_a_hard_paste(group, group_result, paint, monkeypatch):
     """The seam check is not vacuous: pasting the same faces with a hard-edged mask and no colour match fails."""
     faces, plain, _ = group_result
-    soft = F._crop_mask
-    monkeypatch.setattr(F, "_crop_mask", lambda size: (soft(size) > 0.02).astype(np.float32))
-    monkeypatch.setattr(F, "_match_colour", lambda face, ref, weight: face)
+    soft = blend._crop_mask
+    monkeypatch.setattr(blend, "_crop_mask", lambda size: (soft(size) > 0.02).astype(np.float32))
+    monkeypatch.setattr(blend, "_match_colour", lambda face, ref, weight: face)
     hard = enhance_faces(group, plain, faces, paint)
     ratios = [np.divide(*seam_gradient(face_mask(f, group.shape, plain.shape), plain, hard)) for f in faces]
     assert min(ratios) > 2, ratios
@@ -357,8 +366,22 @@ def test_small_painted_faces_still_restyled_tiny_ones_skipped(group, group_resul
     faces = group_result[0]
     before = paint.calls
     small = paint(capped(group, 128))  # faces ~17 px wide in the painted picture, 110-130 px in the source
+    batches = paint.batches
     out = enhance_faces(group, small, faces, paint)
-    assert paint.calls - before == 1 + 3 and not np.array_equal(out, small)
+    assert paint.calls - before == 1 + 3 and paint.batches == batches + 1  # the three faces in one batch
+    assert not np.array_equal(out, small)
     before = paint.calls
     tiny = capped(group, 32)  # ~4 px faces: nothing would show
     assert np.array_equal(enhance_faces(group, tiny, faces, paint), tiny) and paint.calls == before
+
+
+def test_crops_painted_at_the_faces_own_resolution(group, group_result):
+    """The group's faces are ~210-240 px squares in the source: their crops paint at 256, not 512, in one batch;
+    a face bigger than the crop size is reduced to it."""
+    faces = group_result[0]
+    sides = [F.align.crop_side(f, 512) for f in faces]
+    assert all(192 <= s <= 256 for s in sides), sides
+    placements = blend.place_faces(faces, group.shape, (512, 512), 512)
+    assert {p.side for p in placements} == {max(sides)}
+    big = Face(faces[0].box, faces[0].landmarks * 4, faces[0].score)  # the same face in a 3600 px photo
+    assert F.align.crop_side(big, 512) == 512

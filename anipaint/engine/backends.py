@@ -61,6 +61,7 @@ class Backend:
     """A callable generator: NCHW float32 [-1, 1] → NCHW float32 [-1, 1], same size."""
 
     name = "torch"
+    batches = False  # whether a call may carry several pictures (N > 1); else the caller loops
 
     def __call__(self, x: Tensor) -> Tensor:
         raise NotImplementedError
@@ -68,6 +69,8 @@ class Backend:
 
 class TorchBackend(Backend):
     """The style's plain network (eager float32 torch module, graph module or ONNX generator)."""
+
+    batches = True
 
     def __init__(self, network: Callable[[Tensor], Tensor]) -> None:
         self.network = network

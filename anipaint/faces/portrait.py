@@ -1,0 +1,118 @@
+"""Portrait mode: anime faces from a face model, blended inside the person; the background in its own style.
+
+Each face is aligned out of the full-resolution source exactly as the face pass does (:mod:`.blend`), the crops
+are painted in one batch by a face model (AnimeGANv3 JP face), and each is pasted back through
+``person probability of the crop × a feathered window``. The face model paints the crop's background a pale
+grey: the person factor keeps that grey off everything that is not the person, and the window keeps the crop's
+square edge out of the picture. The face keeps its own anime colours (no colour matching): that look is the
+point of the mode.
+
+:func:`person_mask` and :func:`composite` paint the person and the background in different styles: the
+segmentation runs on a small copy, is feathered there and scaled up to the painted size (full resolution
+included) as 8-bit weights, and the two paintings are mixed band by band so the float temporaries stay small.
+
+``segment`` is a callable RGB uint8 (H, W, 3) → person probability (h, w) float in [0, 1] at any resolution.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import lru_cache
+
+import cv2
+import numpy as np
+
+from anipaint.faces.align import Face, as_rgb
+from anipaint.faces.blend import PaintBatch, paint_crops, paste, place_faces
+
+Segment = Callable[[np.ndarray], np.ndarray]
+
+_WINDOW_FEATHER = 0.22  # share of the crop side over which the window falls to 0 at each edge
+_PERSON_LOW, _PERSON_HIGH = 0.3, 0.7  # probabilities mapped to weight 0 and 1 (a smoothstep between)
+_BACKGROUND_FEATHER = 0.006  # Gaussian sigma of the person/background edge, as a share of the long side
+_BAND_ROWS = 256  # rows mixed at a time by composite()
+
+
+def _smoothstep(t: np.ndarray) -> np.ndarray:
+    t = np.clip(t, 0.0, 1.0)
+    return t * t * (3 - 2 * t)
+
+
+@lru_cache(maxsize=4)
+def _window(side: int) -> np.ndarray:
+    """1 over the middle of the crop, falling smoothly to 0 at its square edge."""
+    x = (np.arange(side, dtype=np.float32) + 0.5) / side
+    ramp = _smoothstep(np.minimum(x, 1 - x) / _WINDOW_FEATHER)
+    window = np.outer(ramp, ramp)
+    window.setflags(write=False)
+    return window
+
+
+def person_probability(rgb: np.ndarray, segment: Segment, shape: tuple[int, int]) -> np.ndarray:
+    """Person probability of ``rgb`` as float32 of ``shape`` (h, w). The picture is letterboxed into a square
+    first (segmenters take a square and a stretched person is segmented worse), and the map cropped back."""
+    h, w = rgb.shape[:2]
+    side = max(h, w)
+    square = cv2.copyMakeBorder(rgb, 0, side - h, 0, side - w, cv2.BORDER_CONSTANT, value=(0, 0, 0))
+    prob = np.asarray(segment(square), np.float32).squeeze()
+    ph, pw = prob.shape
+    prob = prob[: max(1, round(ph * h / side)), : max(1, round(pw * w / side))]
+    return cv2.resize(prob, (shape[1], shape[0]), interpolation=cv2.INTER_LINEAR)
+
+
+def _person_weight(prob: np.ndarray) -> np.ndarray:
+    return _smoothstep((prob - _PERSON_LOW) / (_PERSON_HIGH - _PERSON_LOW))
+
+
+def portrait_faces(
+    source: np.ndarray,
+    painted: np.ndarray,
+    faces: list[Face],
+    paint_batch: PaintBatch,
+    segment: Segment,
+    *,
+    face_size: int = 512,
+) -> np.ndarray:
+    """Every face restyled by the face model ``paint_batch`` and blended into (a copy of) ``painted``, inside the
+    person only. ``source`` is the full-resolution photo the faces were found on."""
+    out = painted.copy()
+    if not faces:
+        return out
+    source = as_rgb(source)
+    # The face model draws open anime eyes at the size it was trained on and half-shut ones at half of it.
+    placements = place_faces(faces, source.shape, out.shape, face_size, own_resolution=False)
+    crops, styled = paint_crops(source, placements, paint_batch)
+    for placement, crop, face in zip(placements, crops, styled, strict=True):
+        side = placement.side
+        weight_crop = _person_weight(person_probability(crop, segment, (side, side))) * _window(side)
+        weight = placement.warp(weight_crop, cv2.BORDER_CONSTANT)
+        if weight.sum() >= 1e-3:
+            paste(out, placement, face, weight, match_colour=False)
+    return out
+
+
+def person_mask(rgb: np.ndarray, segment: Segment, shape: tuple[int, int]) -> np.ndarray:
+    """The feathered person weight at ``shape`` (h, w), uint8 0..255 so a full-resolution mask stays small.
+
+    Segmented and feathered on the small copy ``rgb`` (any size; the painted picture or less), then scaled up
+    bilinearly: the feather is a share of the picture, so it looks the same at every output size."""
+    h, w = rgb.shape[:2]
+    small = min(1.0, 512 / max(h, w))
+    size = (max(1, round(w * small)), max(1, round(h * small)))
+    if small < 1.0:
+        rgb = cv2.resize(rgb, size, interpolation=cv2.INTER_AREA)
+    weight = _person_weight(person_probability(as_rgb(rgb), segment, (size[1], size[0])))
+    weight = cv2.GaussianBlur(weight, (0, 0), _BACKGROUND_FEATHER * max(size))
+    weight = cv2.resize(weight, (shape[1], shape[0]), interpolation=cv2.INTER_LINEAR)
+    return np.clip(weight * 255 + 0.5, 0, 255).astype(np.uint8)
+
+
+def composite(person: np.ndarray, background: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """``person`` where ``mask`` (uint8, 255 = person) says so, ``background`` elsewhere; a new uint8 array."""
+    out = np.empty_like(person)
+    for r0 in range(0, person.shape[0], _BAND_ROWS):
+        r1 = r0 + _BAND_ROWS
+        m = mask[r0:r1, :, None].astype(np.float32) / 255
+        mixed = background[r0:r1] + m * (person[r0:r1].astype(np.float32) - background[r0:r1])
+        out[r0:r1] = np.clip(mixed + 0.5, 0, 255).astype(np.uint8)
+    return out
