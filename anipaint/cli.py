@@ -49,7 +49,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
     painter = get_painter(args.style, settings)
     src, dst = Path(args.input), Path(args.output)
     options = {"max_side": args.max_side, "faces": args.faces, "face_style": args.face_style,
-               "strength": args.strength}
+               "strength": args.strength, "portrait": args.portrait, "background": args.background_style}
     if src.is_dir():
         return _convert_folder(painter, src, dst, options)
     if not src.exists():
@@ -57,6 +57,8 @@ def cmd_convert(args: argparse.Namespace) -> int:
     from anipaint.video import is_video
 
     if is_video(src):
+        if args.portrait or args.background_style:
+            raise AnipaintError("--portrait and --background-style paint pictures, not videos")
         return _convert_video(painter, src, dst, options)
     if dst.is_dir():
         dst = dst / (src.stem + ".png")
@@ -71,10 +73,13 @@ def cmd_convert(args: argparse.Namespace) -> int:
             bar.set_postfix_str(stage, refresh=False)
             bar.update(max(0, round(100 * fraction) - bar.n))
 
-        result = painter.paint(src, progress=report, **options)
+        painted = painter.paint_result(src, progress=report, **options)
+    result = painted.image
     dst.parent.mkdir(parents=True, exist_ok=True)
     imaging.save_image(result, dst)
-    print(f"{src} → {dst} ({painter.style.id}, {result.width}×{result.height}, {time.perf_counter() - start:.1f} s)")
+    mode = f", portrait: {painted.faces_found} face(s)" if args.portrait or painter.style.kind == "face" else ""
+    print(f"{src} → {dst} ({painter.style.id}{mode}, {result.width}×{result.height}, "
+          f"{time.perf_counter() - start:.1f} s)")
     return 0
 
 
@@ -287,6 +292,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--face-style", default=None, help="style for faces (default: same as --style)")
     p.add_argument("--strength", type=_strength, default=1.0,
                    help="how much of the style: 0 = the photo, 1 = the full style (default)")
+    p.add_argument("--portrait", action="store_true",
+                   help="anime faces: each face painted by the AnimeGANv3 JP face model, inside the person")
+    p.add_argument("--background-style", default=None, metavar="STYLE",
+                   help="paint everything but the people in this style")
     p.set_defaults(func=cmd_convert)
 
     p = sub.add_parser("styles", help="list styles and whether they are available")

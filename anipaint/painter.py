@@ -10,6 +10,7 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -18,10 +19,22 @@ from PIL import Image
 
 from anipaint import imaging, postprocess, preprocess, store
 from anipaint.engine import Engine
+from anipaint.errors import ModelStoreError, OptionError
+from anipaint.faces import blend as face_pass
+from anipaint.faces import detect as face_detect
+from anipaint.faces import portrait as portrait_mode
 from anipaint.registry import Style
 from anipaint.settings import Settings, get_settings
 
 Progress = Callable[[str, float], None]
+Segment = Callable[[np.ndarray], np.ndarray]  # RGB uint8 → person probability
+
+
+@dataclass(frozen=True)
+class PaintResult:
+    image: Image.Image
+    faces_found: int | None  # faces the face pass or portrait mode found; None when neither ran
+    timings: dict[str, float]
 
 
 class _Default:
@@ -39,6 +52,7 @@ class Painter:
         self._engine: Engine | None = None
         self._lock = threading.Lock()
         self.last_timings: dict[str, float] = {}
+        self._batches: bool | None = None  # whether the network took a batch of crops (None: not tried yet)
 
     def __repr__(self) -> str:
         return f"Painter({self.style.id!r})"
@@ -76,71 +90,116 @@ class Painter:
         return self.engine.run(rgb, progress)
 
     def paint_batch(self, crops: np.ndarray) -> np.ndarray:
-        """(N, H, W, 3) uint8 → painted, same shape: one generator call where the backend takes a batch."""
-        if not self.engine.backend.batches:
-            return np.stack([self.paint_array(c) for c in crops])
-        x = torch.from_numpy(np.ascontiguousarray(crops)).permute(0, 3, 1, 2).float().div_(127.5).sub_(1.0)
-        y = self.engine.run_float(x).clamp(-1.0, 1.0).add(1.0).mul(127.5).round()
-        return y.permute(0, 2, 3, 1).to(torch.uint8).numpy()
+        """(N, H, W, 3) uint8 → painted, same shape: one generator call where the network takes a batch."""
+        if len(crops) > 1 and self.engine.backend.batches and self._batches is not False:
+            x = torch.from_numpy(np.ascontiguousarray(crops)).permute(0, 3, 1, 2).float().div_(127.5).sub_(1.0)
+            try:
+                y = self.engine.run_float(x)
+            except RuntimeError:
+                # Some imported graphs carry a batch of one in their Reshape constants: paint one at a time.
+                self._batches = False
+            else:
+                self._batches = True
+                y = y.clamp(-1.0, 1.0).add(1.0).mul(127.5).round()
+                return y.permute(0, 2, 3, 1).to(torch.uint8).numpy()
+        return np.stack([self.paint_array(c) for c in crops])
 
-    def paint(
+    def paint(self, image: imaging.ImageInput, **options: Any) -> Image.Image:
+        """Paint a picture; the options are :meth:`paint_result`'s. Returns the picture only."""
+        return self.paint_result(image, **options).image
+
+    def paint_result(
         self,
         image: imaging.ImageInput,
         *,
         max_side: int | None = DEFAULT,
         faces: bool | None = None,
         face_style: str | None = None,
+        portrait: bool = False,
+        background: str | None = None,
         strength: float = 1.0,
         progress: Progress | None = None,
-    ) -> Image.Image:
+    ) -> PaintResult:
         """Paint a picture. ``max_side`` caps the long side (None or 0: full resolution, in bounded memory);
-        ``faces`` restyles each face at its own resolution (default from settings);
-        ``strength`` mixes the style with the photo (0: the photo, 1: the full style)."""
+        ``faces`` restyles each face at its own resolution in ``face_style`` (default: this style; the default
+        for ``faces`` comes from settings); ``portrait`` turns each face into an anime face with the face model
+        (``settings.portrait_face_style``) instead; ``background`` paints everything but the people in that
+        style; ``strength`` mixes the style with the photo (0: the photo, 1: the full style)."""
         strength = postprocess.check_strength(strength)
         with painting():
-            return self._paint(image, max_side, faces, face_style, strength,
+            return self._paint(image, max_side, faces, face_style, portrait, background, strength,
                                progress or (lambda stage, fraction: None))
 
     def _paint(self, image: imaging.ImageInput, max_side: int | None, faces: bool | None, face_style: str | None,
-               strength: float, report: Progress) -> Image.Image:
+               portrait: bool, background: str | None, strength: float, report: Progress) -> PaintResult:
         timings: dict[str, float] = {}
         t0 = time.perf_counter()
         report("decode", 0.05)
         img = imaging.load_image(image, max_pixels=self.settings.max_pixels)
         cap = self.settings.max_side if max_side is DEFAULT else max_side
         work = preprocess.prepare(img, cap)
+        background_painter = get_painter(background, self.settings) if background else None
+        if background_painter is not None and background_painter.style.kind == "face":
+            raise OptionError(f"{background_painter.style.id} paints face crops only, not a background")
+        face_only = self.style.kind == "face"  # a face model asked for a whole picture: it restyles the faces only
+        portrait = portrait or face_only
+        use_faces = not portrait and (self.settings.faces if faces is None else faces)
         t1 = time.perf_counter()
         timings["decode"] = t1 - t0
         report("paint", 0.1)
-        painted = self.paint_array(work.rgb, lambda done: report("paint", 0.1 + 0.7 * done))
+        share = 0.5 if background_painter else 0.7
+        if face_only:
+            painted = work.rgb.copy()
+        else:
+            painted = self.paint_array(work.rgb, lambda done: report("paint", 0.1 + share * done))
         t2 = time.perf_counter()
         timings["paint"] = t2 - t1
-        use_faces = self.settings.faces if faces is None else faces
-        if use_faces:
+        if background_painter is not None:
+            report("background", 0.6)
+            other = background_painter.paint_array(work.rgb, lambda done: report("background", 0.6 + 0.2 * done))
+            mask = portrait_mode.person_mask(work.rgb, self._segmenter(), painted.shape[:2])
+            painted = portrait_mode.composite(painted, other, mask)
+            timings["background"] = time.perf_counter() - t2
+        found: int | None = None
+        if use_faces or portrait:
+            t3 = time.perf_counter()
             report("faces", 0.8)
-            painted = self._enhance_faces(work, painted, face_style)
-            timings["faces"] = time.perf_counter() - t2
+            painted, found = self._restyle_faces(work, painted, face_style, portrait)
+            timings["faces"] = time.perf_counter() - t3
         report("encode", 0.95)
         result = postprocess.finish(painted, work.alpha, work.rgb, strength)
         timings["total"] = time.perf_counter() - t0
         self.last_timings = timings
         report("done", 1.0)
-        return result
+        return PaintResult(result, found, timings)
 
-    def _enhance_faces(self, work: preprocess.WorkImage, painted: np.ndarray, face_style: str | None) -> np.ndarray:
-        from anipaint import faces
+    def _segmenter(self) -> Segment:
+        from anipaint import segmentation
 
+        return segmentation.load_segmenter(self.settings)
+
+    def _restyle_faces(
+        self, work: preprocess.WorkImage, painted: np.ndarray, face_style: str | None, portrait: bool
+    ) -> tuple[np.ndarray, int | None]:
+        """The face pass or portrait mode over ``painted``, and how many faces were found (None: no detector)."""
         model = store.prepare_face_detector(self.settings)
-        if model is None:  # no detector model available: paint without face enhancement
-            return painted
-        detector = faces.get_face_detector(self.settings, model)
-        found = detector.detect(work.source)
+        if model is None:  # no detector model available: paint without the face pass
+            if portrait:
+                raise ModelStoreError("portrait mode needs the face detector (face/face_detection_yunet_*.onnx)")
+            return painted, None
+        found = face_detect.get_face_detector(self.settings, model).detect(work.source)
         if not found:
-            return painted
-        face_painter = get_painter(face_style, self.settings) if face_style else self
-        return faces.enhance_faces(
-            work.source, painted, found, face_painter.paint_batch, face_size=self.settings.face_size
-        )
+            return painted, 0
+        size = self.settings.face_size
+        if portrait:
+            face_painter = self if self.style.kind == "face" else get_painter(self.settings.portrait_face_style,
+                                                                             self.settings)
+            out = portrait_mode.portrait_faces(work.source, painted, found, face_painter.paint_batch,
+                                                self._segmenter(), face_size=size)
+        else:
+            face_painter = get_painter(face_style, self.settings) if face_style else self
+            out = face_pass.enhance_faces(work.source, painted, found, face_painter.paint_batch, face_size=size)
+        return out, len(found)
 
 
 _painters: dict[tuple[str, str], Painter] = {}

@@ -91,6 +91,7 @@ class Settings:
     face_cache_size: int = 256
     face_cache_ttl: float = 3600.0
     face_detect_max_side: int = 1024  # detector runs on a copy no larger than this
+    portrait_face_style: str = "v3-jp-face"  # the face model portrait mode paints each face with
 
     # Service.
     host: str = "127.0.0.1"

@@ -14,6 +14,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
+from face_metrics import grad, seam_gradient
 from PIL import Image
 
 from anipaint import faces as F
@@ -121,11 +122,6 @@ def roll(lm: np.ndarray) -> float:
     return float(np.degrees(np.arctan2(d[1], d[0])))
 
 
-def grad(img: np.ndarray) -> np.ndarray:
-    gy, gx = np.gradient(img.astype(np.float32), axis=(0, 1))
-    return np.hypot(gx, gy)
-
-
 def union_mask(faces, source, painted) -> np.ndarray:
     return np.max([face_mask(f, source.shape, painted.shape) for f in faces], axis=0)
 
@@ -137,19 +133,6 @@ def assert_changes_inside_masks_only(source, faces, plain, out, min_change: floa
         core = face_mask(f, source.shape, plain.shape) > 0.95
         if core.any():  # the restyle actually shows inside the face
             assert np.abs(out[core].astype(float) - plain[core]).mean() > min_change
-
-
-def seam_gradient(m: np.ndarray, plain: np.ndarray, out: np.ndarray) -> tuple[float, float]:
-    """(median seam gradient on the mask≈0.5 ring, median gradient of the picture), same units.
-
-    out = P + m·(F − P), so the gradient the blend itself adds is (F − P)·∇m with F − P = (out − P)/m;
-    everything else on the ring is the two paintings' own content. The issue's criterion, literally: that
-    gradient along the mask border is no larger than the picture's median gradient.
-    """
-    ring = (m > 0.4) & (m < 0.6)
-    diff = np.abs(out.astype(np.float32) - plain).max(axis=2)
-    seam = diff / np.maximum(m, 1e-3) * grad(m)
-    return float(np.median(seam[ring])), float(np.median(grad(cv2.cvtColor(out, cv2.COLOR_RGB2GRAY))))
 
 
 # --- detection ------------------------------------------------------------------------------------------------
@@ -330,8 +313,8 @@ def test_no_seam(group, group_result, astro_result):
 def test_seam_measure_sees_a_hard_paste(group, group_result, paint, monkeypatch):
     """The seam check is not vacuous: pasting the same faces with a hard-edged mask and no colour match fails."""
     faces, plain, _ = group_result
-    soft = blend._crop_mask
-    monkeypatch.setattr(blend, "_crop_mask", lambda size: (soft(size) > 0.02).astype(np.float32))
+    soft = blend.crop_mask
+    monkeypatch.setattr(blend, "crop_mask", lambda size: (soft(size) > 0.02).astype(np.float32))
     monkeypatch.setattr(blend, "_match_colour", lambda face, ref, weight: face)
     hard = enhance_faces(group, plain, faces, paint)
     ratios = [np.divide(*seam_gradient(face_mask(f, group.shape, plain.shape), plain, hard)) for f in faces]

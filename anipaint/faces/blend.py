@@ -35,7 +35,7 @@ _BATCH_PIXELS = 4 * 512 * 512  # crops painted in one call: bounds the generator
 
 
 @lru_cache(maxsize=4)
-def _crop_mask(size: int) -> np.ndarray:
+def crop_mask(size: int) -> np.ndarray:
     """Feathered ellipse over face, hairline and chin in the aligned crop (1 inside, smooth fall to 0).
 
     In the FFHQ crop the eyes sit at ~0.47 of the height and ~1/4 of the width apart, the mouth at ~0.72:
@@ -127,15 +127,13 @@ def paint_crops(
     return crops, painted
 
 
-def paste(out: np.ndarray, placement: Placement, styled: np.ndarray, weight: np.ndarray,
-          match_colour: bool) -> None:
-    """Blend a painted crop into ``out`` (in place) with a weight given in painted-window pixels."""
+def _paste(out: np.ndarray, placement: Placement, styled: np.ndarray, weight: np.ndarray) -> None:
+    """Blend a painted crop, colour-matched, into ``out`` (in place); ``weight`` in painted-window pixels."""
     x0, y0, x1, y1 = placement.window
     # REPLICATE keeps bilinear taps at the crop's edge from pulling in black; the weight is 0 there anyway.
     placed_face = placement.warp(styled.astype(np.float32) / 255, cv2.BORDER_REPLICATE)
     ref = out[y0:y1, x0:x1].astype(np.float32) / 255
-    if match_colour:
-        placed_face = _match_colour(placed_face, ref, weight)
+    placed_face = _match_colour(placed_face, ref, weight)
     w3 = weight[:, :, None]
     blended = ref * (1 - w3) + placed_face * w3
     out[y0:y1, x0:x1] = np.clip(blended * 255 + 0.5, 0, 255).astype(np.uint8)
@@ -149,7 +147,7 @@ def face_mask(
     placed = place(face, source_shape, painted_shape, face_size)
     if placed is not None:
         x0, y0, x1, y1 = placed.window
-        out[y0:y1, x0:x1] = placed.warp(_crop_mask(face_size), cv2.BORDER_CONSTANT)
+        out[y0:y1, x0:x1] = placed.warp(crop_mask(face_size), cv2.BORDER_CONSTANT)
     return out
 
 
@@ -191,7 +189,7 @@ def enhance_faces(
     placements = place_faces(faces, source.shape, out.shape, face_size)
     _, styled_crops = paint_crops(source, placements, paint_batch)
     for placement, styled in zip(placements, styled_crops, strict=True):
-        weight = placement.warp(_crop_mask(placement.side), cv2.BORDER_CONSTANT)
+        weight = placement.warp(crop_mask(placement.side), cv2.BORDER_CONSTANT)
         if weight.sum() >= 1e-3:
-            paste(out, placement, styled, weight, match_colour=True)
+            _paste(out, placement, styled, weight)
     return out
