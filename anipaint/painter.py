@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from anipaint import imaging, postprocess, preprocess, store
+from anipaint import imaging, postprocess, preprocess, segmentation, store
 from anipaint.engine import Engine
 from anipaint.errors import ModelStoreError, OptionError
 from anipaint.faces import blend as face_pass
@@ -27,7 +27,7 @@ from anipaint.registry import Style
 from anipaint.settings import Settings, get_settings
 
 Progress = Callable[[str, float], None]
-Segment = Callable[[np.ndarray], np.ndarray]  # RGB uint8 → person probability
+Segment = segmentation.Segmenter
 
 
 @dataclass(frozen=True)
@@ -174,8 +174,6 @@ class Painter:
         return PaintResult(result, found, timings)
 
     def _segmenter(self) -> Segment:
-        from anipaint import segmentation
-
         return segmentation.load_segmenter(self.settings)
 
     def _restyle_faces(
