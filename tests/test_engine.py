@@ -29,12 +29,16 @@ SEAM_BAR = 40.0  # the issue's bar for large pictures against one untiled pass (
 # 20-22 dB here; v3-cute reaches 40-42 dB. These floors catch blending bugs; the seam test below checks what the
 # eye sees. v1 and v2 by default don't tile at all (large_mode="exact", tested against SEAM_BAR further down).
 TILE_BARS = {"v2-hayao": 24.0, "v1-hayao": 18.0, "v3-cute": 38.0}
+EAGER_BAR = 40.0  # a fast backend of a graph or v1 style against that style's own eager network
+# The original files and the runtime that runs each (tests/tf_reference.py kinds).
+ORIGINALS = {"v3-hayao": ("tflite", "animeganv3/AnimeGANv3_Hayao_36_QUANTIZED_fp16.tflite"),
+             "v3-shinkai": ("pb", "animeganv3/AnimeGANv3_Shinkai_37.pb")}
 
 
 @pytest.fixture(scope="module")
 def settings(sources):
     s = reload_settings()
-    results = store.prepare(["v2-hayao", "v1-hayao", "v3-cute"], s)
+    results = store.prepare(["v2-hayao", "v1-hayao", "v3-cute", *ORIGINALS], s)
     assert results["v2-hayao"] == "ok", results
     return dataclasses.replace(s, tile_size=256, tile_overlap=64)
 
@@ -153,7 +157,8 @@ def test_v1_runs_in_strips_and_auto_measures_that(settings, photos):
             want = from_tensor(network(to_tensor(rgb)))
         assert psnr(from_tensor(strips(to_tensor(rgb))), want) >= PSNR_BAR, photo_name
     record = prepare(style, artefact, settings, "auto")
-    assert {"torch", "strips"} <= set(record["results"]) and record["choice"] in ("torch", "strips")
+    assert set(record["results"]) == {"torch", "compiled", "strips"}
+    assert record["choice"] in record["results"]
     assert Engine(style, artefact, settings).backend_name == record["choice"]
 
 
@@ -162,8 +167,69 @@ def test_backend_that_does_not_apply_falls_back_to_the_plain_network(settings):
     artefact = store.artefact_path(style, settings)
     if not artefact.is_file():
         pytest.skip("v1-hayao not prepared")
-    engine = Engine(style, artefact, settings, backend="compiled")
+    engine = Engine(style, artefact, settings, backend="int8")
     assert engine.backend_name == "torch"
+
+
+# ---- the generic styles: imported graphs (v3) and v1, compiled ---------------------------------------
+
+
+@pytest.fixture(scope="module")
+def graph_records(settings) -> dict[str, dict]:
+    """auto for each graph style, as `models prepare` runs it: builds its compiled package once."""
+    from anipaint.engine import prepare
+
+    return {sid: prepare(get_style(sid), store.artefact_path(get_style(sid), settings), settings, "auto")
+            for sid in ORIGINALS}
+
+
+@pytest.mark.parametrize("style_id", [*ORIGINALS, "v1-hayao"])
+def test_every_backend_of_a_style_matches_its_eager_network(style_id, settings, photos, graph_records):
+    style = get_style(style_id)
+    artefact = store.artefact_path(style, settings)
+    network = load_network(style, artefact)
+    names = backends.applicable(style)
+    assert "compiled" in names
+    odd = photos["astronaut"][:203, :151]  # not a multiple of the graph's stride: padded and cropped back
+    for name in names:
+        backend = backends.open_named(name, style, artefact, settings, network)
+        assert backend.name == name
+        for photo_name, rgb in {**photos, "odd": odd}.items():
+            with torch.inference_mode():
+                want = from_tensor(network(to_tensor(rgb)))
+            got = from_tensor(backend(to_tensor(rgb)))
+            assert got.shape == want.shape
+            assert psnr(got, want) >= EAGER_BAR, (style_id, name, photo_name)
+
+
+@pytest.mark.parametrize("style_id", list(ORIGINALS))
+def test_compiled_graph_matches_the_original_file_in_its_own_runtime(style_id, settings, graph_records, tmp_path):
+    """The compiled v3 styles against the original .tflite (LiteRT) / .pb (TensorFlow) on real photos."""
+    from test_graph_import import HAVE_LITERT, HAVE_TF, photos, reference
+
+    kind, source = ORIGINALS[style_id]
+    if not (HAVE_LITERT if kind == "tflite" else HAVE_TF):
+        pytest.skip(f"the runtime for {kind} (test-only) is not installed")
+    record = graph_records[style_id]
+    assert record["results"]["compiled"]["psnr"] >= EAGER_BAR, record
+    style = get_style(style_id)
+    artefact = store.artefact_path(style, settings)
+    backend = backends.open_named("compiled", style, artefact, settings, load_network(style, artefact))
+    inputs = {**photos(512, 512), "group_384x640": photos(384, 640)["group"]}
+    want = reference(kind, settings.sources / source, inputs, tmp_path)
+    for key, x in inputs.items():
+        got = backend(torch.from_numpy(x).permute(0, 3, 1, 2)).permute(0, 2, 3, 1).numpy()
+        # both in [-1, 1]: the same PSNR as on 8-bit pictures with a peak-to-peak of 2
+        assert psnr(got, want[key], peak=2.0) >= PSNR_BAR, (style_id, key)
+
+
+def test_graph_styles_auto_measures_compiled_and_chooses_a_good_one(graph_records):
+    for style_id, record in graph_records.items():
+        assert set(record["results"]) == {"torch", "compiled", "onnxruntime"}, style_id
+        choice = record["choice"]
+        assert record["results"][choice]["psnr"] >= PSNR_BAR
+        good = [n for n, r in record["results"].items() if r.get("psnr", 0) >= PSNR_BAR]
+        assert record["results"][choice]["seconds"] == min(record["results"][n]["seconds"] for n in good)
 
 
 # ---- tiling ---------------------------------------------------------------------------------------------

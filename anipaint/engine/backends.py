@@ -10,10 +10,13 @@ weights rebuild instead of loading something stale.
                the network *is* an ONNX Runtime session)
 ``compiled``   AnimeGANv2 as :class:`~anipaint.engine.graphs.V2Graph` in bfloat16, channels-last, exported
                with dynamic H/W and compiled ahead of time by AOTInductor into a ``.pt2`` package (loads in
-               milliseconds; the build takes ~30-80 s once)
+               milliseconds; the build takes ~30-80 s once). Imported graphs (the v3 styles) and AnimeGAN v1
+               the same way through :mod:`anipaint.engine.graph_compile`, channels-last, their convolutions in
+               bfloat16 where the CPU has native bf16 (AVX512_BF16 / AMX) and float32 elsewhere
 ``int8``       ``compiled`` with the five heavy convolutions in static int8 (oneDNN VNNI kernels); needs photos
                to calibrate (:func:`anipaint.engine.int8.photos`)
-``onnxruntime`` AnimeGANv2 exported to ONNX (float32) and run by ONNX Runtime with all graph optimisations
+``onnxruntime`` AnimeGANv2 exported to ONNX (float32) and run by ONNX Runtime with all graph optimisations;
+               imported graphs exported through ``torch.export`` (symbolic H/W, as ``compiled``)
 ``strips``     AnimeGAN v1/v2 layer by layer in row strips, channels-last, bf16 convolutions where the CPU has
                them (:mod:`anipaint.engine.streaming`, the same code that paints large pictures exactly);
                nothing to build. Much faster than the eager module for v1 and for the port's v2 files
@@ -47,10 +50,11 @@ from anipaint.networks.padding import pad_to_multiple
 from anipaint.registry import Style
 from anipaint.settings import Settings
 
-ENGINE_VERSION = 1  # bump when a build recipe below changes
+ENGINE_VERSION = 2  # bump when a build recipe below changes
 NAMES = ("torch", "compiled", "int8", "onnxruntime", "strips")
 NOTHING_TO_BUILD = {"torch", "strips"}
 MULTIPLE = 4  # the v2 graphs take sides that are multiples of 4 (two stride-2 convs)
+MIN_MULTIPLES = 3  # the graph exports take sides of at least 3 of their multiples (graph_compile.MIN_MULTIPLES)
 MAX_SIDE = 4 * 2048  # export bound on H and W; larger pictures are tiled anyway
 
 BUILDS: Counter[str] = Counter()  # artefacts built in this process, by backend name (tests read it)
@@ -85,18 +89,32 @@ def _pad4(x: Tensor) -> tuple[Tensor, int, int]:
     return pad_to_multiple(x, MULTIPLE), h, w  # exactly as the network module pads
 
 
-class CompiledBackend(Backend):
-    """An AOTInductor package of :class:`V2Graph`; pads to a multiple of 4 and passes channels-last memory."""
+def _pad_graph(x: Tensor, multiple: int) -> tuple[Tensor, int, int]:
+    """As the graph module and v1 pad, but to at least :data:`MIN_MULTIPLES` (tiny pictures pad a little more)."""
+    h, w = x.shape[-2:]
+    return pad_to_multiple(x, multiple, min_cells=MIN_MULTIPLES), h, w
 
-    def __init__(self, path: Path, name: str = "compiled", jobs: int = 1) -> None:
+
+class CompiledBackend(Backend):
+    """An AOTInductor package; pads to the package's size multiple and passes channels-last memory.
+
+    ``multiple`` None: the :class:`V2Graph` package (multiples of 4, at least 8x8, padded as the v2 module
+    does); else the graph package's stride multiple, padded as the eager graph module and the v1 network pad.
+    """
+
+    def __init__(self, path: Path, name: str = "compiled", jobs: int = 1, multiple: int | None = None) -> None:
         self.name = name
         self.path = path
+        self.multiple = multiple
         self.runner = load_package(path, jobs)
 
     def __call__(self, x: Tensor) -> Tensor:
-        if min(x.shape[-2:]) < 8:
+        if self.multiple is not None:
+            x, h, w = _pad_graph(x.float(), self.multiple)
+        elif min(x.shape[-2:]) < 8:
             raise ValueError(f"input {tuple(x.shape[-2:])} is too small; AnimeGANv2 needs at least 8x8 pixels")
-        x, h, w = _pad4(x.float())
+        else:
+            x, h, w = _pad4(x.float())
         # The package was compiled for channels-last strides: any other layout would be read wrongly.
         x = x.contiguous(memory_format=torch.channels_last)
         with torch.inference_mode():
@@ -138,19 +156,23 @@ class StripsBackend(Backend):
 
 
 class OrtBackend(Backend):
-    """An ONNX Runtime session over an exported v2 graph (NCHW float32, any H, W multiple of 4)."""
+    """An ONNX Runtime session over an exported graph (NCHW float32); pads as :class:`CompiledBackend`."""
 
     name = "onnxruntime"
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, multiple: int | None = None) -> None:
         import onnxruntime as ort
 
         self.path = path
+        self.multiple = multiple
         self.session = ort.InferenceSession(str(path), threads.ort_options(), providers=["CPUExecutionProvider"])
         self.input_name = self.session.get_inputs()[0].name
 
     def __call__(self, x: Tensor) -> Tensor:
-        x, h, w = _pad4(x.float())
+        if self.multiple is None:
+            x, h, w = _pad4(x.float())
+        else:
+            x, h, w = _pad_graph(x.float(), self.multiple)
         y = self.session.run(None, {self.input_name: x.contiguous().numpy()})[0]
         return torch.from_numpy(y)[..., :h, :w]
 
@@ -237,8 +259,31 @@ def _build_onnx(artefact: Path, out: Path) -> None:
         )
 
 
-def ensure_built(name: str, style: Style, artefact: Path, settings: Settings, key: str | None = None) -> Path:
-    """The cached build of backend ``name`` for a style, building it (under a file lock) if missing."""
+def _generic(network) -> bool:
+    """Whether the style's builds go through :mod:`anipaint.engine.graph_compile` (imported graphs, v1: networks
+    that carry their size multiple) rather than the v2 recipe, which rebuilds the network from its weights."""
+    return getattr(network, "size_multiple", None) is not None
+
+
+def native_bf16() -> bool:
+    """Whether this CPU multiplies bfloat16 natively (elsewhere oneDNN emulates it, ~10x slower than fp32)."""
+    return bool({"avx512_bf16", "amx_bf16"} & set(cpu_flags()))
+
+
+def _build_graph(name: str, network, out: Path) -> None:
+    from anipaint.engine import graph_compile
+
+    if name == "onnxruntime":
+        graph_compile.build_onnx(network, out)
+    else:
+        graph_compile.build_package(network, out, torch.bfloat16 if native_bf16() else torch.float32)
+
+
+def ensure_built(name: str, style: Style, artefact: Path, settings: Settings, key: str | None = None,
+                 network=None) -> Path:
+    """The cached build of backend ``name`` for a style, building it (under a file lock) if missing.
+
+    ``network`` (the style's eager network) is what the generic builds compile; v2 builds read the artefact."""
     key = key or engine_key(artefact)
     path = build_path(name, style, settings, key)
     if path.is_file():
@@ -251,7 +296,9 @@ def ensure_built(name: str, style: Style, artefact: Path, settings: Settings, ke
         os.close(fd)
         tmp = Path(tmp_name)
         try:
-            if name in ("compiled", "int8"):
+            if name in ("compiled", "onnxruntime") and _generic(network):
+                _build_graph(name, network, tmp)
+            elif name in ("compiled", "int8"):
                 _build_compiled(artefact, tmp, settings, int8=name == "int8")
             elif name == "onnxruntime":
                 _build_onnx(artefact, tmp)
@@ -271,10 +318,11 @@ def open_named(name: str, style: Style, artefact: Path, settings: Settings, netw
         return TorchBackend(network)
     if name == "strips":
         return StripsBackend(network, settings.scratch_dir)
-    path = ensure_built(name, style, artefact, settings, key)
+    path = ensure_built(name, style, artefact, settings, key, network)
+    multiple = network.size_multiple if _generic(network) else None
     if name == "onnxruntime":
-        return OrtBackend(path)
-    return CompiledBackend(path, name, settings.jobs)
+        return OrtBackend(path, multiple)
+    return CompiledBackend(path, name, settings.jobs, multiple)
 
 
 def auto_path(style: Style, settings: Settings, key: str) -> Path:

@@ -51,8 +51,12 @@ def sample(fn: Callable[[], object]) -> tuple[float, float]:
     return dt, max(0.0, ((b1 - b0) - (s1 - s0)) / (cores * dt))
 
 
-def measure(fn: Callable[[], object], repeats: int = 3, max_tries: int = 10, quiet: float = 0.1) -> Timing:
-    """Median wall time of ``repeats`` calls made while the rest of the machine was quiet."""
+def measure(fn: Callable[[], object], repeats: int = 3, max_tries: int = 10, quiet: float = 0.1,
+            give_up: float | None = None) -> Timing:
+    """Median wall time of ``repeats`` calls made while the rest of the machine was quiet.
+
+    ``give_up``: stop at the first sample slower than this many seconds (a candidate clearly slower than the
+    best one so far needs no precise figure)."""
     clean: list[float] = []
     every: list[tuple[float, float]] = []
     for _ in range(max(repeats, max_tries)):
@@ -60,7 +64,7 @@ def measure(fn: Callable[[], object], repeats: int = 3, max_tries: int = 10, qui
         every.append((dt, foreign))
         if foreign <= quiet:
             clean.append(dt)
-        if len(clean) >= repeats:
+        if len(clean) >= repeats or (give_up is not None and dt > give_up):
             break
     chosen = clean if clean else sorted(dt for dt, _ in every)[:repeats]
     return Timing(

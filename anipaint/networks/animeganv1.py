@@ -186,6 +186,8 @@ class U1(nn.Module):
 class AnimeGANv1Generator(nn.Module):
     """``forward(x: [N,3,H,W] in [-1,1]) -> [N,3,H,W] in [-1,1]``, any H and W."""
 
+    size_multiple = SIZE_MULTIPLE
+
     def __init__(self) -> None:
         super().__init__()
         self.b1 = B1()

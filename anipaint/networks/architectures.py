@@ -91,8 +91,9 @@ ARCHITECTURES: dict[str, Architecture] = {
             "animeganv2-port", "model.pt", _v2("port"), ("torch", "strips"),
             description="AnimeGANv2 with the PyTorch port's semantics (align_corners resize, eps 1e-5)",
         ),
-        Architecture("animeganv1", "model.pt", _v1, ("torch", "strips"), description="AnimeGAN v1"),
-        Architecture("graph", "model.pt", _graph, ("torch",), description="an imported graph (graph IR)"),
+        Architecture("animeganv1", "model.pt", _v1, ("torch", "compiled", "strips"), description="AnimeGAN v1"),
+        Architecture("graph", "model.pt", _graph, ("torch", "compiled", "onnxruntime"),
+                     description="an imported graph (graph IR)"),
         Architecture("onnx", "model.onnx", _onnx, ("torch",), description="an ONNX model run by ONNX Runtime"),
     )
 }

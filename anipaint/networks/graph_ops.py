@@ -37,7 +37,8 @@ def resize_bilinear(x: Tensor, size: tuple[int, int], align_corners: bool = Fals
     offset), which ``F.interpolate`` cannot express: its ``align_corners=False`` is the half-pixel mode.
     Neighbours are ``max(floor(src), 0)`` and ``min(ceil(src), in - 1)``; x is interpolated before y, as TF.
     """
-    out_h, out_w = int(size[0]), int(size[1])
+    # sizes stay symbolic while exporting (int() would pin them to the example's)
+    out_h, out_w = (v if isinstance(v, torch.SymInt) else int(v) for v in size)
     if not align_corners and not half_pixel_centers:
         fast = _resize_exact(_resize_exact(x, -1, out_w), -2, out_h)
         if fast is not None:

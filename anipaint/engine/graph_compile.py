@@ -1,0 +1,287 @@
+"""An imported graph as a clean torch program that ``torch.export`` can trace with symbolic H and W.
+
+:class:`~anipaint.networks.graph_module.GraphModule` evaluates a graph's shape arithmetic (Shape → StridedSlice
+→ Pack → Reshape / ResizeBilinear) on small integer tensors, read back with ``.tolist()``: fine eagerly, but a
+tracer sees data-dependent values there and gives up. :class:`ExportableGraph` runs the same op table with the
+shape values held as Python integers instead (:class:`Ints`), so under ``torch.export`` they become symbolic
+sizes and one exported program serves every input size that is a multiple of the graph's stride. Everything
+else is the executor's own ops, plus a few choices made once, ahead of time, for speed:
+
+* convolution weights are re-laid to OIHW once (channels-last memory, so oneDNN runs every convolution on NHWC
+  activations without reorders and Inductor fuses the norm / LeakyReLU / pad chains between them);
+* convolutions optionally run in bfloat16 (``conv_dtype``), their outputs cast back to float32 for the norms:
+  the casts fuse into the neighbouring loops, so the activations between layers are stored in bfloat16.
+
+Graphs with *constant* Reshape / ResizeBilinear shapes (a TFLite export tied to one size) are not exportable
+this way (:func:`exportable` says why); they keep running eagerly.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from anipaint.networks import graph_exec
+from anipaint.networks.graph_exec import Val
+from anipaint.networks.graph_module import GraphModule
+from anipaint.networks.ir import Graph, Node
+
+MIN_MULTIPLES = 3  # the exported programs take H and W of at least this many size multiples
+
+
+class Ints(Val):
+    """A shape value: Python integers (symbolic sizes while exporting) laid out as a tensor of ``dims``."""
+
+    __slots__ = ("vals", "dims")
+
+    def __init__(self, vals: list, dims: tuple[int, ...]) -> None:
+        self.vals, self.dims, self.is_nchw = list(vals), tuple(dims), False
+
+    @property
+    def t(self) -> Tensor:  # type: ignore[override] - materialised only where a tensor op wants the data
+        dtype = torch.float32 if any(isinstance(v, (float, torch.SymFloat)) for v in self.vals) else torch.int64
+        return torch.tensor(self.vals, dtype=dtype).reshape(self.dims)
+
+    def ints(self) -> list[int]:
+        return list(self.vals)
+
+    def nhwc(self) -> Tensor:
+        return self.t
+
+
+def _ints_binary(fn: Callable[[int, int], int]) -> Callable[[Ints, Ints], Ints]:
+    def run(a: Ints, b: Ints) -> Ints:
+        if len(a.vals) == 1 and len(b.vals) != 1:
+            return Ints([fn(a.vals[0], v) for v in b.vals], b.dims)
+        if len(b.vals) == 1:
+            return Ints([fn(v, b.vals[0]) for v in a.vals], a.dims if len(a.dims) >= len(b.dims) else b.dims)
+        return Ints([fn(x, y) for x, y in zip(a.vals, b.vals, strict=True)], a.dims)
+
+    return run
+
+
+_INT_BINARY = {
+    "Add": _ints_binary(lambda a, b: a + b), "AddV2": _ints_binary(lambda a, b: a + b),
+    "RealDiv": _ints_binary(lambda a, b: a / b),
+    "Sub": _ints_binary(lambda a, b: a - b), "Mul": _ints_binary(lambda a, b: a * b),
+    "FloorDiv": _ints_binary(lambda a, b: a // b), "Maximum": _ints_binary(max), "Minimum": _ints_binary(min),
+}
+
+
+def _cast(v, to_int: bool):
+    if to_int:
+        return torch.sym_int(v) if isinstance(v, torch.SymFloat) else int(v)
+    return torch.sym_float(v) if isinstance(v, torch.SymInt) else float(v)
+
+
+def _int_op(node: Node, args: list[Val], scalars: dict[str, Ints]) -> Ints | None:
+    """The shape-arithmetic ops on Python numbers; None when the node is a tensor op.
+
+    ``scalars`` are the graph's small float constants as numbers: a size scaled by 2.0 and floored (ONNX
+    exports compute resize sizes so) stays a symbolic size."""
+    op = node.op
+    if op == "Shape":
+        shape = list(args[0].nhwc().shape)
+        return Ints(shape, (len(shape),))
+    if any(isinstance(a, Ints) for a in args):
+        args = [scalars.get(name, a) for a, name in zip(args, node.inputs, strict=True)]
+    if not args or not all(isinstance(a, Ints) for a in args):
+        return None
+    if op in _INT_BINARY:
+        return _INT_BINARY[op](args[0], args[1])
+    if op in ("Identity", "StopGradient"):
+        return args[0]
+    if op == "Cast":
+        to_int = str(node.attrs.get("DstT", "DT_FLOAT")) in ("DT_INT32", "DT_INT64")
+        return Ints([_cast(v, to_int) for v in args[0].vals], args[0].dims)
+    if op == "Floor":
+        return Ints([math.floor(v) for v in args[0].vals], args[0].dims)
+    if op == "GatherV2" and args[2].vals == [0] and len(args[0].dims) == 1:
+        return Ints([args[0].vals[i] for i in args[1].vals], args[1].dims)
+    if op == "StridedSlice" and len(args[0].dims) == 1 and len(args[1].vals) == 1:
+        return _slice_1d(node, args[0], args[1].vals[0], args[2].vals[0], args[3].vals[0])
+    if op == "Pack" and int(node.attrs.get("axis", 0)) == 0 and all(a.dims in ((), (1,)) for a in args):
+        return Ints([a.vals[0] for a in args], (len(args),))
+    if op in ("ConcatV2", "Concat"):
+        return Ints([v for a in args[:-1] for v in a.vals], (sum(len(a.vals) for a in args[:-1]),))
+    if op == "Range":
+        start, limit, delta = (a.vals[0] for a in args)
+        vals = list(range(start, limit, delta))
+        return Ints(vals, (len(vals),))
+    if op == "ExpandDims" and args[1].vals == [0]:
+        return Ints(args[0].vals, (1, *args[0].dims))
+    if op == "Squeeze":
+        dims = args[0].dims
+        drop = {int(d) % len(dims) for d in node.attrs.get("squeeze_dims", [])} or set(range(len(dims)))
+        return Ints(args[0].vals, tuple(n for i, n in enumerate(dims) if i not in drop or n != 1))
+    return None
+
+
+def _slice_1d(node: Node, v: Ints, begin: int, end: int, stride: int) -> Ints | None:
+    """TF ``StridedSlice`` of a shape vector (positions are concrete even when the sizes are symbolic)."""
+    n = len(v.vals)
+    if int(node.attrs.get("shrink_axis_mask", 0)) & 1:
+        return Ints([v.vals[begin + n if begin < 0 else begin]], ())
+    if stride <= 0 or int(node.attrs.get("ellipsis_mask", 0)) or int(node.attrs.get("new_axis_mask", 0)):
+        return None
+    lo = 0 if int(node.attrs.get("begin_mask", 0)) & 1 else min(max(begin + n if begin < 0 else begin, 0), n)
+    hi = n if int(node.attrs.get("end_mask", 0)) & 1 else min(max(end + n if end < 0 else end, 0), n)
+    picked = v.vals[lo:hi:stride]
+    return Ints(picked, (len(picked),))
+
+
+def exportable(graph: Graph) -> str | None:
+    """Why this graph can't be exported with symbolic sizes (None when it can)."""
+    from anipaint.networks.graph_shapes import ShapeRebinder
+
+    if ShapeRebinder(graph).const_nodes:
+        return "its Reshape/ResizeBilinear shapes are constants of one input size"
+    unknown = sorted({n.op for n in graph.nodes} - set(graph_exec.OPS) - {"Placeholder", "Const"})
+    if unknown:
+        return f"unsupported ops {', '.join(unknown)}"
+    return None
+
+
+class ExportableGraph(nn.Module):
+    """``forward(x: NCHW float32, H and W multiples of size_multiple) -> NCHW float32``, export-friendly."""
+
+    def __init__(self, module: GraphModule, conv_dtype: torch.dtype = torch.float32) -> None:
+        super().__init__()
+        graph = module.graph
+        why = exportable(graph)
+        if why:
+            raise ValueError(f"graph not exportable: {why}")
+        self.graph = graph
+        self.size_multiple = module.size_multiple
+        self.shapes = module.shapes  # no constant shapes (see exportable): every size runs as exported
+        self.conv_dtype = conv_dtype
+        self._ints: dict[str, Ints] = {}
+        self._scalars: dict[str, Ints] = {}  # small float constants, as numbers for shape arithmetic
+        self._keys: dict[str, str] = {}
+        self._convs: dict[str, tuple[str, str | None]] = {}
+        consts = graph.consts
+        for i, (name, value) in enumerate(consts.items()):
+            arr = np.asarray(value)
+            if arr.dtype.kind in "iub":
+                self._ints[name] = Ints([int(v) for v in arr.reshape(-1)], arr.shape)
+            else:
+                if arr.size <= 4:
+                    self._scalars[name] = Ints([float(v) for v in arr.reshape(-1)], arr.shape)
+                key = f"c{i}"
+                self.register_buffer(key, torch.from_numpy(np.array(arr, np.float32)), persistent=False)
+                self._keys[name] = key
+        for node in graph.nodes:  # convolution weights re-laid once: OIHW, channels-last, conv dtype
+            if node.op in ("Conv2D", "DepthwiseConv2dNative") and node.inputs[1] in consts:
+                w = torch.from_numpy(np.array(consts[node.inputs[1]], np.float32))
+                if node.op == "Conv2D":
+                    weight = w.permute(3, 2, 0, 1)
+                else:
+                    kh, kw, c, m = w.shape
+                    weight = w.permute(2, 3, 0, 1).reshape(c * m, 1, kh, kw)
+                key = f"w{len(self._convs)}"
+                self.register_buffer(key, weight.to(conv_dtype).contiguous(memory_format=torch.channels_last),
+                                     persistent=False)
+                bias_key = None
+                if len(node.inputs) > 2 and node.inputs[2] in consts:
+                    bias_key = f"b{len(self._convs)}"
+                    bias = torch.from_numpy(np.array(consts[node.inputs[2]], np.float32)).reshape(-1)
+                    self.register_buffer(bias_key, bias.to(conv_dtype), persistent=False)
+                self._convs[node.name] = (key, bias_key)
+
+    def _value(self, name: str, env: dict[str, Val]) -> Val:
+        if name in env:
+            return env[name]
+        if name in self._ints:
+            return self._ints[name]
+        return Val(getattr(self, self._keys[name]), False)
+
+    def _conv(self, node: Node, x: Tensor) -> Val:
+        key, bias_key = self._convs[node.name]
+        weight = getattr(self, key)
+        kh, kw = weight.shape[-2:]
+        strides = [int(s) for s in node.attrs.get("strides", [1, 1, 1, 1])]
+        dilations = [int(d) for d in node.attrs.get("dilations", [1, 1, 1, 1])]
+        sh, sw, dh, dw = strides[1], strides[2], dilations[1], dilations[2]
+        top, bottom, left, right = graph_exec._conv_pads(node, x, kh, kw, sh, sw, dh, dw)
+        if top == bottom and left == right:
+            padding: tuple[int, int] = (top, left)
+        else:
+            x = F.pad(x, (left, right, top, bottom))
+            padding = (0, 0)
+        groups = x.shape[1] // weight.shape[1]
+        bias = getattr(self, bias_key) if bias_key else None
+        y = F.conv2d(x.to(self.conv_dtype), weight, bias, (sh, sw), padding, (dh, dw), groups)
+        return Val(y.float(), True)
+
+    def forward(self, x: Tensor) -> Tensor:
+        graph = self.graph
+        env: dict[str, Val] = {graph.inputs[0]: Val(x, True)}
+        ctx = graph_exec.Context(graph=graph, shapes=self.shapes, record=None, memo={}, at_reference=True)
+        for node in graph.nodes:
+            if node.op in ("Placeholder", "Const"):
+                continue
+            args = [self._value(i, env) for i in node.inputs]
+            if node.name in self._convs:
+                env[node.name] = self._conv(node, args[0].nchw())
+                continue
+            out = _int_op(node, args, self._scalars)
+            env[node.name] = out if out is not None else graph_exec.OPS[node.op](ctx, node, args)
+        return self._value(graph.outputs[0], env).nchw()
+
+
+def for_network(network: nn.Module, conv_dtype: torch.dtype = torch.float32) -> tuple[nn.Module, int]:
+    """The export-ready form of a style's eager network and the multiple its H and W must have.
+
+    An imported graph becomes an :class:`ExportableGraph`; a named torch network (AnimeGAN v1) exports as it
+    is, with channels-last weights (its convolutions stay float32).
+    """
+    if isinstance(network, GraphModule):
+        module = ExportableGraph(network, conv_dtype)
+        return module.eval(), module.size_multiple
+    multiple = getattr(network, "size_multiple", None)
+    if multiple is None:
+        raise ValueError(f"no export recipe for {type(network).__name__}")
+    return copy.deepcopy(network).to(memory_format=torch.channels_last).eval(), int(multiple)
+
+
+def export(module: nn.Module, multiple: int, max_side: int = 8192) -> torch.export.ExportedProgram:
+    """Export with H and W symbolic multiples of ``multiple`` (512 px is the size Inductor tunes for)."""
+    from torch.export import Dim
+
+    example = torch.zeros(1, 3, 512, 512).contiguous(memory_format=torch.channels_last)
+    # at least three multiples: at two, the deepest level is 2 px wide and torch.export pins that case
+    kh, kw = (Dim(name, min=MIN_MULTIPLES, max=max_side // multiple) for name in ("kh", "kw"))
+    with torch.no_grad():
+        program = torch.export.export(module, (example,), dynamic_shapes={"x": {2: multiple * kh, 3: multiple * kw}})
+        try:  # a size computed in floating point gets pinned to the example's, and the program runs at one size
+            program.module()(torch.zeros(1, 3, MIN_MULTIPLES * multiple, (MIN_MULTIPLES + 1) * multiple))
+        except AssertionError as exc:
+            raise ValueError(f"the exported graph runs at one size only: {exc}") from None
+    return program
+
+
+def build_package(network: nn.Module, out: Path, conv_dtype: torch.dtype = torch.float32) -> int:
+    """AOTInductor-compile a style's network into a ``.pt2`` package at ``out``; returns its size multiple."""
+    module, multiple = for_network(network, conv_dtype)
+    program = export(module, multiple)
+    with torch.no_grad():
+        torch._inductor.aoti_compile_and_package(program, package_path=str(out))
+    return multiple
+
+
+def build_onnx(network: nn.Module, out: Path) -> int:
+    """Export a style's network (float32) to ONNX with symbolic H and W at ``out``; returns its size multiple.
+
+    Through ``torch.export`` (the dynamo exporter): the TorchScript tracer would freeze the shape arithmetic
+    at the example's size."""
+    module, multiple = for_network(network)
+    program = export(module, multiple)
+    torch.onnx.export(program, dynamo=True, optimize=True).save(str(out))
+    return multiple
