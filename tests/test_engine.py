@@ -213,11 +213,13 @@ def test_every_backend_of_a_style_matches_its_eager_network(style_id, settings, 
 @pytest.mark.parametrize("style_id", list(ORIGINALS))
 def test_compiled_graph_matches_the_original_file_in_its_own_runtime(style_id, settings, auto_of, tmp_path):
     """The compiled v3 styles against the original .tflite (LiteRT) / .pb (TensorFlow) on real photos."""
-    from test_graph_import import HAVE_LITERT, HAVE_TF, photos, reference
+    from test_graph_import import HAVE_LITERT, HAVE_TF, SAMPLE, photos, reference
 
     kind, source = ORIGINALS[style_id]
     if not (HAVE_LITERT if kind == "tflite" else HAVE_TF):
         pytest.skip(f"the runtime for {kind} (test-only) is not installed")
+    if not SAMPLE.is_file():
+        pytest.skip(f"sample photo {SAMPLE} missing")
     record = auto_of(style_id)
     assert record["results"]["compiled"]["psnr"] >= EAGER_BAR, record
     style = get_style(style_id)
