@@ -1,6 +1,6 @@
 """The style table: one row per style, the only place that knows style ids, sources and licences.
 
-Each style's ``licence`` is a row of the licence table below (:class:`Licence`): its id, terms and origin
+Each style's ``licence`` is a row of the licence table (:mod:`anipaint.licences`): its id, terms and origin
 decide whether a commercial-only installation offers the style (see :func:`anipaint.store.resolve`).
 
 A style's ``architecture`` names its row in the table of architectures (:mod:`anipaint.networks.architectures`:
@@ -13,77 +13,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from anipaint.errors import StyleError
-
-# Licence id → whether it allows commercial use.
-LICENCE_IDS: dict[str, bool] = {"Apache-2.0": True, "CC-BY-NC-SA-4.0": False, "non-commercial": False}
-
-
-@dataclass(frozen=True)
-class Licence:
-    """The terms a style's weights come with. ``id`` is one of :data:`LICENCE_IDS`."""
-
-    id: str
-    text: str  # the terms, as a user should read them
-    source: str  # where the weights and their terms come from
-    note: str = ""  # what else a user should know before relying on it (training data, provenance)
-
-    def __post_init__(self) -> None:
-        if self.id not in LICENCE_IDS:
-            raise ValueError(f"unknown licence id {self.id!r}; known: {', '.join(LICENCE_IDS)}")
-
-    @property
-    def commercial(self) -> bool:
-        """Whether the weights' own licence allows commercial use."""
-        return LICENCE_IDS[self.id]
-
-
-V1_LICENCE = Licence(
-    "non-commercial",
-    "AnimeGAN weights: free for non-commercial use only (research, teaching, personal use); commercial use needs "
-    "the author's (TachibanaYoshino) permission.",
-    "https://github.com/TachibanaYoshino/AnimeGAN, via https://github.com/coolseaweed/AnimeGAN-js",
+from anipaint.licences import (
+    CARTOONGAN_LICENCE,
+    PORT_LICENCE,
+    V1_JS_LICENCE,
+    V1_LICENCE,
+    V2_LICENCE,
+    V3_LICENCE,
+    WHITEBOX_LICENCE,
+    Licence,
 )
-V1_JS_LICENCE = Licence(
-    "non-commercial",
-    V1_LICENCE.text,
-    "https://github.com/coolseaweed/AnimeGAN-js (under TachibanaYoshino/AnimeGAN's licence)",
-    "Trained by the AnimeGAN-js author with the AnimeGAN network; provenance otherwise unknown.",
-)
-V2_LICENCE = Licence(
-    "non-commercial",
-    "AnimeGANv2 weights: free for non-commercial use (research, teaching, personal use); commercial use needs "
-    "the author's (TachibanaYoshino) permission.",
-    "https://github.com/TachibanaYoshino/AnimeGANv2",
-)
-V3_LICENCE = Licence(
-    "non-commercial",
-    "AnimeGANv3 weights: non-commercial use only; commercial use needs the author's (TachibanaYoshino) permission.",
-    "https://github.com/TachibanaYoshino/AnimeGANv3",
-)
-PORT_LICENCE = Licence(
-    "non-commercial",
-    "Weights trained with AnimeGANv2, published in an MIT repository; AnimeGANv2's non-commercial terms apply "
-    "to the style.",
-    "https://github.com/bryandlee/animegan2-pytorch",
-)
-WHITEBOX_LICENCE = Licence(
-    "CC-BY-NC-SA-4.0",
-    "White-box Cartoonization weights: Creative Commons BY-NC-SA 4.0 — credit the authors, non-commercial use "
-    "only, share adaptations alike.",
-    "https://github.com/SystemErrorWang/White-box-Cartoonization, TFLite copy from "
-    "https://github.com/margaretmz/Cartoonizer-with-TFLite (Apache-2.0 repository)",
-)
-CARTOONGAN_LICENCE = Licence(
-    "Apache-2.0",
-    "CartoonGAN light weights: Apache License 2.0 — commercial use allowed; keep the licence and notices.",
-    "https://github.com/mnicnc404/CartoonGan-tensorflow (exported_models/, commit 2f26a52)",
-    "Trained on frames of anime films: the licence covers the weights, not the rights in the films they learned "
-    "from.",
-)
+
 CARTOONGAN = "mnicnc404/CartoonGan-tensorflow"
-LICENCES: tuple[Licence, ...] = (
-    V1_LICENCE, V1_JS_LICENCE, V2_LICENCE, V3_LICENCE, PORT_LICENCE, WHITEBOX_LICENCE, CARTOONGAN_LICENCE
-)
 # The port's weights are not in the index of public files this project's origins were checked against, so this
 # address follows the repository's main branch; its files have no published checksum (the converter checks them).
 PORT_URL = "https://github.com/bryandlee/animegan2-pytorch/raw/main/weights/{name}.pt"

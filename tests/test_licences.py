@@ -17,7 +17,8 @@ import pytest
 
 from anipaint import get_painter, store
 from anipaint.errors import LicenceError
-from anipaint.registry import LICENCE_IDS, LICENCES, all_styles, get_style
+from anipaint.licences import LICENCE_IDS, LICENCES
+from anipaint.registry import all_styles, get_style
 from anipaint.settings import reload_settings
 from conftest import GROUP_PHOTO, REPO
 from conftest_service import commercial_only_server, photo_bytes
