@@ -123,7 +123,7 @@ def _canvas_pixels(page) -> np.ndarray:
 
 def _set_strength(page, value: int) -> None:
     page.locator('[data-testid="strength"]').fill(str(value))
-    page.wait_for_function(f"document.getElementById('compare').dataset.strength === '{value}'")
+    page.wait_for_selector(f"#compare[data-strength='{value}']", state="attached")
 
 
 def test_paint_compare_download(server: Server, page_factory) -> None:
@@ -270,7 +270,7 @@ def test_strength_slider_reblends_in_the_browser(server: Server, page_factory, a
     page.click('label[for="faces"]')  # the switch: faces off
     assert not page.is_checked('[data-testid="faces"]')
     page.click('[data-testid="paint"]')
-    page.wait_for_function("document.body.dataset.state === 'done'", timeout=120_000)
+    page.wait_for_selector("body[data-state='done']", state="attached", timeout=120_000)
     assert page.locator('[data-testid="strength-row"]').is_visible()
     assert page.input_value('[data-testid="strength"]') == "100"
     with page.expect_download() as info:
@@ -290,7 +290,7 @@ def test_strength_slider_reblends_in_the_browser(server: Server, page_factory, a
     _shot(page, "page-strength-50")
     assert not [u for u in requests if "/api/jobs" in u or "/predict" in u], requests
 
-    page.wait_for_function("document.getElementById('download').download.endsWith('-50.png')")
+    page.wait_for_selector("#download[download$='-50.png']", state="attached")
     with page.expect_download() as info:
         page.click('[data-testid="download"]')
     assert info.value.suggested_filename == f"astronaut-anipaint-{fast_style()}-50.png"
@@ -314,12 +314,12 @@ def test_commercial_only_page(prepared_store, tmp_path_factory, page_factory) ->
             page.set_input_files('[data-testid="file-input"]', str(GROUP_PHOTO))
             page.click('label[for="faces"]')
             page.click('[data-testid="paint"]')
-            page.wait_for_function("document.body.dataset.state === 'done'", timeout=240_000)
+            page.wait_for_selector("body[data-state='done']", state="attached", timeout=240_000)
             label = next(s["label"] for s in server.client.get("/api/styles").json() if s["id"] == shown[0])
             assert page.inner_text('[data-testid="result-info"]').startswith(label.split(" (")[0])
             page.evaluate("window.scrollTo(0, 0)")
         else:
             assert "No style here is cleared for commercial use" in page.inner_text('[data-testid="styles"]')
             assert page.locator("#paint").is_disabled()
-            page.wait_for_function("document.getElementById('server-status').dataset.state === 'empty'")
+            page.wait_for_selector("#server-status[data-state='empty']", state="attached")
         _shot(page, "page-commercial-only")
