@@ -221,10 +221,10 @@ def cmd_fetch(args: argparse.Namespace) -> int:
 
 
 def cmd_add(args: argparse.Namespace) -> int:
-    from anipaint import store
+    from anipaint import sources, store
 
     settings = _settings(args)
-    style_id = args.style or store.style_for_file(Path(args.file))
+    style_id = args.style or sources.style_for_file(Path(args.file))
     if style_id is None:
         raise AnipaintError(f"cannot tell which style {Path(args.file).name} is; name it with --style")
     path = store.add_local(style_id, Path(args.file), settings)
@@ -251,12 +251,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def _missing_default(settings: Settings) -> str:
-    from anipaint import store
+    from anipaint import sources, store
     from anipaint.registry import candidates
 
     style = store.get_style(candidates(settings.default_style)[0])
     cure = f"run `anipaint models fetch {style.id}` first"
-    if not store.downloadable(style, settings):
+    if not sources.downloadable(style, settings):
         cure = f"no public origin is known for it: set ANIPAINT_MIRROR and run `anipaint models fetch {style.id}`"
     return (f"the default style {style.id} has no model files here (looked in {settings.sources} and "
             f"{settings.home / 'downloads'}); {cure}, or set ANIPAINT_AUTO_FETCH=1 to download on first use")

@@ -19,7 +19,6 @@ import json
 import os
 import shutil
 import tempfile
-import urllib.parse
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +41,7 @@ from anipaint.registry import (
     get_style,
 )
 from anipaint.settings import Settings, get_settings
+from anipaint.sources import downloadable, fetch_source, locate_source
 
 # Bump when the store's layout changes. Converter *code* changes are caught by converter_digest() below.
 FORMAT_VERSION = 1
@@ -71,16 +71,6 @@ class StyleStatus:
 
 def _settings(settings: Settings | None) -> Settings:
     return settings if settings is not None else get_settings()
-
-
-def locate_source(source: Source, settings: Settings | None = None) -> Path | None:
-    """The first existing copy of a source file: the sources folder, then the downloads folder."""
-    s = _settings(settings)
-    for root in (s.sources, s.home / "downloads"):
-        candidate = Path(root) / source.path
-        if candidate.is_file():
-            return candidate
-    return None
 
 
 def style_dir(style: Style, settings: Settings | None = None) -> Path:
@@ -325,36 +315,6 @@ def ensure_prepared(style: Style, settings: Settings | None = None) -> Path:
     return artefact_path(style, settings)
 
 
-def source_url(source: Source, settings: Settings | None = None) -> str | None:
-    """Where a source file is downloaded from: ``settings.mirror`` + its relative path, else its public origin."""
-    s = _settings(settings)
-    if s.mirror:
-        return f"{s.mirror.rstrip('/')}/{urllib.parse.quote(source.path)}"
-    return source.url
-
-
-def downloadable(style: Style, settings: Settings | None = None) -> bool:
-    return all(source_url(src, settings) for src in style.sources)
-
-
-def fetch_source(source: Source, settings: Settings | None = None, *, url: str | None = None,
-                 timeout: float = 60.0, progress: downloads.Progress | None = None) -> Path:
-    """One source file, from the sources folder if it is there and intact, else downloaded into
-    ``<home>/downloads`` (resumed, checked against its sha256; see :mod:`anipaint.downloads`)."""
-    s = _settings(settings)
-    here = locate_source(source, s)
-    if here is not None and url is None and (source.sha256 is None or sha256_file(here) == source.sha256):
-        return here
-    address = url or source_url(source, s)
-    if not address:
-        raise ModelStoreError(
-            f"{source.path}: no public origin is known for this file; put it in {s.sources} "
-            "or set ANIPAINT_MIRROR to a server holding it"
-        )
-    return downloads.download(address, s.home / "downloads" / source.path, sha256=source.sha256,
-                              timeout=timeout, progress=progress)
-
-
 def fetch_style(style: Style, settings: Settings | None = None, *, url: str | None = None,
                 timeout: float = 60.0, progress: Callable[[Source], downloads.Progress | None] | None = None,
                 convert: bool = False) -> list[Path]:
@@ -434,10 +394,3 @@ def add_local(style_id: str, path: Path, settings: Settings | None = None) -> Pa
         dest.unlink(missing_ok=True)
         raise
     return dest
-
-
-def style_for_file(path: Path) -> str | None:
-    """The registry style whose source file has this name (``paprika.pt`` → ``v2-paprika``), if exactly one."""
-    name = Path(path).name
-    matches = [st.id for st in all_styles() if len(st.sources) == 1 and Path(st.sources[0].path).name == name]
-    return matches[0] if len(matches) == 1 else None

