@@ -24,7 +24,6 @@ ROOT = Path(__file__).resolve().parents[1]
 MODELS = ROOT.parent / "shared" / "models"
 SAMPLE = ROOT.parent / "shared" / "samples" / "group_pakutaso.jpg"
 SHINKAI_PB = MODELS / "animeganv3" / "AnimeGANv3_Shinkai_37.pb"
-CUTE_ONNX = MODELS / "animeganv3" / "AnimeGANv3_tiny_Cute.onnx"
 HAYAO_TFLITE = MODELS / "animeganv3" / "AnimeGANv3_Hayao_36_QUANTIZED_fp16.tflite"
 
 HAVE_TF = importlib.util.find_spec("tensorflow") is not None
@@ -133,34 +132,6 @@ def test_graph_artefact_loads_with_weights_only(tmp_path: Path) -> None:
     assert back.consts.keys() == graph.consts.keys() and [n.op for n in back.nodes] == [n.op for n in graph.nodes]
     gm = GraphModule.from_file(tmp_path / "g.pt")
     assert set(gm.state_dict()) == set(graph.consts)
-
-
-# ------------------------------------------------------------------------------------------- v3 Cute (ONNX)
-
-
-@needs_models
-def test_v3_cute_onnx_generator(tmp_path: Path) -> None:
-    import onnxruntime as ort
-
-    from anipaint.importers.onnx_model import convert
-    from anipaint.networks.onnx_generator import OnnxGenerator
-
-    facts = convert([CUTE_ONNX], tmp_path)
-    assert facts["opset"] >= 11 and facts["input"] == "AnimeGANv3_input:0" and facts["size_multiple"] == 16
-    gen = OnnxGenerator(tmp_path / "model.onnx", threads=2)
-    raw = ort.InferenceSession(str(CUTE_ONNX), providers=["CPUExecutionProvider"])
-    x = photos(256, 384)["group"]
-    ref = raw.run(None, {"AnimeGANv3_input:0": x})[0]
-    value = psnr(run_nhwc(gen, x), ref)
-    print(f"v3-cute 256x384: OnnxGenerator vs onnxruntime PSNR {value:.1f} dB")
-    assert value > 80.0
-    odd = photos(201, 150)["astronaut"]  # raw ORT refuses this size; ours pads to 208x160 and crops
-    y = run_nhwc(gen, odd)
-    padded = torch.nn.functional.pad(torch.from_numpy(odd).permute(0, 3, 1, 2), (0, 10, 0, 7), mode="reflect")
-    expected = raw.run(None, {"AnimeGANv3_input:0": padded.permute(0, 2, 3, 1).numpy()})[0][:, :201, :150]
-    assert y.shape == odd.shape and np.abs(y - expected).max() < 1e-4
-    two = np.concatenate([x, x[:, ::-1]], axis=0)  # the model's batch is fixed at 1: run image by image
-    assert run_nhwc(gen, two).shape == two.shape
 
 
 # ---------------------------------------------------------------------------------------- v3 Hayao (TFLite)

@@ -65,8 +65,16 @@ def current() -> int:
 
 
 def ort_options():
-    """ONNX Runtime session options under the same policy: intra-op = this job's threads; with jobs > 1 idle
-    threads sleep rather than spin (a spinning thread steals the core from the next job's threads)."""
-    from anipaint.networks.onnx_generator import session_options
+    """ONNX Runtime session options under the same policy: intra-op = this job's threads, inter-op 1,
+    sequential execution, all graph optimisations, denormals as zero."""
+    import onnxruntime as ort
 
-    return session_options(current(), spinning=_jobs <= 1)
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = current()
+    opts.inter_op_num_threads = 1
+    opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    opts.add_session_config_entry("session.set_denormal_as_zero", "1")
+    # Threads that spin after a kernel steal the core from the next job's threads; with jobs > 1 let them sleep.
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "1" if _jobs <= 1 else "0")
+    return opts

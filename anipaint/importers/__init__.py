@@ -20,7 +20,6 @@ CONVERTERS: dict[str, str] = {
     "tfjs_v1": "anipaint.importers.graphdef:convert_tfjs_v1",
     "graphdef_pb": "anipaint.importers.graphdef:convert_pb",
     "torch_port": "anipaint.importers.torch_port:convert",
-    "onnx": "anipaint.importers.onnx_model:convert",
     "onnx_graph": "anipaint.importers.onnx_graph:convert_graph",
     "saved_model": "anipaint.importers.savedmodel:convert",
 }

@@ -69,14 +69,6 @@ def _graph(artefact: Path) -> Network:
     return GraphModule.from_file(artefact).eval()
 
 
-def _onnx(artefact: Path) -> Network:
-    import torch
-
-    from anipaint.networks.onnx_generator import OnnxGenerator
-
-    return OnnxGenerator(artefact, threads=torch.get_num_threads())
-
-
 ARCHITECTURES: dict[str, Architecture] = {
     row.name: row
     for row in (
@@ -94,7 +86,6 @@ ARCHITECTURES: dict[str, Architecture] = {
         Architecture("animeganv1", "model.pt", _v1, ("torch", "compiled", "strips"), description="AnimeGAN v1"),
         Architecture("graph", "model.pt", _graph, ("torch", "compiled", "onnxruntime"),
                      description="an imported graph (graph IR)"),
-        Architecture("onnx", "model.onnx", _onnx, ("torch",), description="an ONNX model run by ONNX Runtime"),
     )
 }
 
