@@ -139,8 +139,8 @@ class Painter:
         cap = self.settings.max_side if max_side is DEFAULT else max_side
         work = preprocess.prepare(img, cap)
         background_painter = get_painter(background, self.settings) if background else None
-        if background_painter is not None and background_painter.style.kind == "face":
-            raise OptionError(f"{background_painter.style.id} paints face crops only, not a background")
+        if background_painter is not None:
+            check_background(background_painter.style)
         face_only = self.style.kind == "face"  # a face model asked for a whole picture: it restyles the faces only
         portrait = portrait or face_only
         use_faces = not portrait and (self.settings.faces if faces is None else faces)
@@ -202,6 +202,12 @@ class Painter:
 
 _painters: dict[tuple[str, str], Painter] = {}
 _painters_lock = threading.Lock()
+
+def check_background(style: Style) -> None:
+    """Raises OptionError for a style that cannot paint a background (a face model paints aligned crops only)."""
+    if style.kind == "face":
+        raise OptionError(f"{style.id} paints face crops only, not a background")
+
 
 # Paints under way in this process, for whoever must keep out of their way (background preparation).
 _active = 0

@@ -11,7 +11,8 @@ from pydantic import Field
 
 from anipaint import imaging, scratch, store
 from anipaint.engine import backends, tiling
-from anipaint.errors import ImageError, ImageTooLargeError, LicenceError, StyleError
+from anipaint.errors import ImageError, ImageTooLargeError, LicenceError, OptionError, StyleError
+from anipaint.painter import check_background
 from anipaint.registry import ALIASES, Style, all_styles
 from anipaint.service.jobs import JobInfo, JobRequest, QueueFullError, UnknownJobError
 from anipaint.service.local_queue import JobQueue
@@ -61,17 +62,20 @@ async def paint_request(
     strength: Annotated[
         float, Form(ge=0.0, le=1.0, description="How much of the style: 0 = the photo, 1 = the full style.")
     ] = 1.0,
+    portrait: Annotated[
+        bool, Form(description="Turn each face into an anime face with the face model (AnimeGANv3 JP face).")
+    ] = False,
+    background: Annotated[
+        StyleName, Form(description="Style id or alias for everything but the people; default: the chosen style. "
+                        "Not a face style.")
+    ] = None,
 ) -> JobRequest:
     try:
         cap = parse_max_side(None if max_side is None else str(max_side), s.max_side)
     except ValueError as exc:
         raise HTTPException(422, str(exc)) from None
-    try:
-        chosen = store.resolve(style or None, s)
-    except LicenceError as exc:
-        raise HTTPException(403, str(exc)) from None
-    except StyleError as exc:
-        raise HTTPException(400, str(exc)) from None
+    chosen = resolve_style(style or None, s)
+    backdrop = resolve_style(background, s, background=True).id if background else None
     data = await read_upload(image, s.max_upload_bytes)
     if not data:
         raise HTTPException(415, "the upload is empty; choose a photo")
@@ -85,7 +89,22 @@ async def paint_request(
     if cap is None:
         check_full_resolution(s, chosen, width, height)
     name = Path(image.filename or "image").stem[:80] or "image"
-    return JobRequest(data=data, style=chosen.id, faces=faces, max_side=cap, name=name, strength=strength)
+    return JobRequest(data=data, style=chosen.id, faces=faces, max_side=cap, name=name, strength=strength,
+                      portrait=portrait, background=backdrop)
+
+
+def resolve_style(name: str | None, s: Settings, *, background: bool = False) -> Style:
+    """The style to paint with (403: refused by its licence here; 400: unknown, unavailable, or a face style asked
+    to paint a background)."""
+    try:
+        style = store.resolve(name, s)
+        if background:
+            check_background(style)
+    except LicenceError as exc:
+        raise HTTPException(403, str(exc)) from None
+    except (StyleError, OptionError) as exc:
+        raise HTTPException(400, str(exc)) from None
+    return style
 
 
 def check_full_resolution(s: Settings, style: Style, width: int, height: int) -> None:

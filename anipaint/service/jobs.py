@@ -53,6 +53,8 @@ class JobRequest:
     max_side: int | None = 512
     name: str = "image"
     strength: float = 1.0  # 0: the photo, 1: the full style
+    portrait: bool = False  # anime faces from the face model
+    background: str | None = None  # a resolved style id for everything but the people; None: the style's own
 
     def options(self) -> dict:
         """Everything but the picture, as JSON-safe values (stored beside the picture)."""
@@ -78,13 +80,15 @@ class JobInfo:
     error_kind: str | None = None  # image | style | busy | disk | storage | internal: picks /predict's status
     width: int | None = None
     height: int | None = None
+    faces_found: int | None = None  # once done: faces restyled (0 when none was found or the face pass was off)
     created: float = 0.0
     started: float | None = None
     finished: float | None = None
     owner: str | None = None  # the API key's id that made the job, when keys are required
 
     def public(self) -> dict:
-        keys = ("id", "status", "stage", "progress", "position", "error", "error_kind", "style", "width", "height")
+        keys = ("id", "status", "stage", "progress", "position", "error", "error_kind", "style", "width", "height",
+                "faces_found")
         return {k: getattr(self, k) for k in keys}
 
     def to_json(self) -> dict:
@@ -133,6 +137,7 @@ class PaintOutput:
     png: bytes
     width: int
     height: int
+    faces_found: int = 0
 
 
 Runner = Callable[[JobRequest, Progress], PaintOutput]
@@ -170,7 +175,8 @@ def advanced(info: JobInfo, stage: str, fraction: float) -> JobInfo:
 
 def finished(info: JobInfo, out: PaintOutput) -> JobInfo:
     return replace(
-        info, status="done", stage="done", progress=1.0, width=out.width, height=out.height, finished=time.time()
+        info, status="done", stage="done", progress=1.0, width=out.width, height=out.height,
+        faces_found=out.faces_found, finished=time.time(),
     )
 
 
@@ -297,10 +303,12 @@ def paint_runner(settings: Settings) -> Runner:
                 progress(stage, fraction)
 
         painter = get_painter(request.style, settings)
-        img = painter.paint(
-            request.data, max_side=request.max_side, faces=request.faces, strength=request.strength, progress=relay
+        result = painter.paint_result(
+            request.data, max_side=request.max_side, faces=request.faces, strength=request.strength,
+            portrait=request.portrait, background=request.background, progress=relay,
         )
+        img = result.image
         progress("encode", 0.97)
-        return PaintOutput(imaging.encode_png(img), img.width, img.height)
+        return PaintOutput(imaging.encode_png(img), img.width, img.height, result.faces_found or 0)
 
     return run

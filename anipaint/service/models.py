@@ -14,6 +14,7 @@ class PredictOut(BaseModel):
     height: int
     seconds: float = Field(description="Seconds spent painting.")
     waited: float = Field(0.0, description="Seconds spent waiting in the queue.")
+    faces_found: int = Field(0, ge=0, description="Faces restyled (0 when none was found or faces were off).")
 
 
 class JobOut(BaseModel):
@@ -27,6 +28,7 @@ class JobOut(BaseModel):
     style: str
     width: int | None = None
     height: int | None = None
+    faces_found: int | None = Field(None, ge=0, description="Once done: faces restyled (0 when none was found).")
 
 
 class StyleOut(BaseModel):
