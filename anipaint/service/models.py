@@ -49,6 +49,9 @@ class StyleOut(BaseModel):
     engine: str | None = Field(None, description="The backend its paints run on now (None until converted).")
     thumbnail: str = Field(description="URL of a sample picture painted in this style.")
     default: bool
+    kind: Literal["style", "face"] = Field(
+        "style", description="style: paints whole pictures (and backgrounds); face: an anime-face model for portraits."
+    )
 
 
 class ConfigOut(BaseModel):

@@ -42,6 +42,7 @@ async def styles(request: Request, s: SettingsDep) -> list[dict]:
             "engine": st.engine,
             "thumbnail": f"/api/styles/{st.style.id}/thumbnail",
             "default": st.style.id == default,
+            "kind": st.style.kind,
         }
         for st in await asyncio.to_thread(request.app.state.readiness.states)
     ]

@@ -203,6 +203,7 @@
       badge.hidden = !s.default;
       badge.textContent = t("style.default");
     }
+    renderBackgrounds(usable);
     const chosen = state.styles.find((s) => s.id === state.style);
     $("style-note").textContent = chosen ? `${chosen.label} — ${chosen.description}` : "";
     renderLicence(chosen, commercialOnly);
@@ -213,6 +214,21 @@
       $("more-styles").title = more.map((s) => `${s.id}: ${s.reason || ""}`).join("\n");
     }
     updatePaintButton();
+  }
+
+  // The background select offers every style that paints whole pictures; "" (the first option) is the style's own.
+  function renderBackgrounds(usable) {
+    const select = $("background");
+    const kept = select.value;
+    while (select.options.length > 1) select.remove(1);
+    for (const s of usable) {
+      if (s.kind === "face") continue;
+      const option = document.createElement("option");
+      option.value = s.id;
+      option.textContent = splitLabel(s.label)[0];
+      select.appendChild(option);
+    }
+    select.value = [...select.options].some((o) => o.value === kept) ? kept : "";
   }
 
   function renderLicence(chosen, commercialOnly) {
@@ -299,8 +315,11 @@
     form.append("style", state.style);
     form.append("faces", $("faces").checked ? "true" : "false");
     form.append("max_side", size === "original" ? "0" : size);
+    const portrait = $("portrait").checked;
+    form.append("portrait", portrait ? "true" : "false");
+    if ($("background").value) form.append("background", $("background").value);
     state.job = {
-      id: null, style: state.style, name: baseName(state.file), beforeUrl: state.fileUrl, file: state.file, finished: false,
+      portrait, id: null, style: state.style, name: baseName(state.file), beforeUrl: state.fileUrl, file: state.file, finished: false,
     };
     setBusy(true);
     setProgress({ stage: "uploading", progress: 0, position: 0 });
@@ -378,7 +397,8 @@
     const style = state.styles.find((s) => s.id === info.style);
     job.info = { style: style ? splitLabel(style.label)[0] : info.style, w: info.width, h: info.height };
     const seconds = ((performance.now() - job.started) / 1000).toFixed(1);
-    $("result-info").textContent = t("result.info", { ...job.info, s: seconds });
+    const faces = job.portrait ? ` · ${t("result.faces", { n: info.faces_found || 0 })}` : "";
+    $("result-info").textContent = t("result.info", { ...job.info, s: seconds }) + faces;
     $("result-actions").hidden = false;
     $("progress").hidden = true;
     document.body.dataset.state = "done";
