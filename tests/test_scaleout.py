@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from conftest_service import REPO, Server, redis_server, resized_photo
+from conftest_service import GROUP_PHOTO, REPO, Server, redis_server, resized_photo
 
 pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None, reason="redis-server is not installed")
 
@@ -105,6 +105,15 @@ def test_predict_and_failures_travel_through_redis(cluster):
         assert info["status"] == "failed" and info["error"], info
     else:
         assert res.status_code in (400, 415), res.text
+
+
+def test_portrait_options_reach_the_workers(cluster):
+    """portrait and background travel in the job request through Redis; faces_found comes back from the worker."""
+    server, _ = cluster
+    res = server.submit(GROUP_PHOTO.read_bytes(), faces="false", portrait="true", background="v3-shinkai")
+    assert res.status_code == 202, res.text
+    info = server.wait_job(res.json()["id"], timeout=240)
+    assert info["status"] == "done" and info["faces_found"] >= 2, info
 
 
 def test_cancelled_job_is_forgotten(cluster):
