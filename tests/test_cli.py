@@ -9,18 +9,19 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 from PIL import Image
 
 from conftest import GROUP_PHOTO
 
 
-def run_cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+def run_cli(*args: str, env: dict | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "anipaint.cli", *args],
         capture_output=True,
         text=True,
         env={**os.environ, **(env or {})},
-        timeout=600,
+        timeout=timeout,
     )
 
 
@@ -103,10 +104,11 @@ def test_styles_lists_availability_with_reasons(prepared_store, tmp_path):
     assert "source missing" in proc.stdout
 
 
+@pytest.mark.timeout(1800)  # prepare builds and measures three v2 engines: minutes on two busy cores
 def test_readme_first_run_path(tmp_path, sources):
     """What the README tells a new user to do: prepare, then convert with the hayao alias."""
     home = {"ANIPAINT_HOME": str(tmp_path / "home")}
-    proc = run_cli("models", "prepare", "v2-hayao", env=home)
+    proc = run_cli("models", "prepare", "v2-hayao", env=home, timeout=1500)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert Path(tmp_path / "home" / "models" / "v2-hayao" / "model.pt").is_file()
     proc = run_cli("convert", str(GROUP_PHOTO), str(tmp_path / "out.png"), "--style", "hayao", env=home)
