@@ -25,14 +25,13 @@ FORMATS = ("JPEG", "PNG", "WEBP", "GIF", "BMP", "TIFF")
 
 
 def _open(data: ImageInput) -> Image.Image:
+    if isinstance(data, (str, Path)) and not Path(data).is_file():
+        raise ImageError(f"{data}: no such file")
     try:
         if isinstance(data, (bytes, bytearray)):
             return Image.open(io.BytesIO(bytes(data)), formats=FORMATS)
         if isinstance(data, (str, Path)):
-            path = Path(data)
-            if not path.is_file():
-                raise ImageError(f"{path}: no such file")
-            return Image.open(path, formats=FORMATS)
+            return Image.open(Path(data), formats=FORMATS)
         return Image.open(data, formats=FORMATS)
     except UnidentifiedImageError:
         raise ImageError("not an image, or a format we do not read (JPEG, PNG, WebP, GIF, BMP, TIFF)") from None
