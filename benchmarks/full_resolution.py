@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import subprocess
 import sys
 import time
@@ -28,6 +27,7 @@ import torch
 from PIL import Image
 
 from anipaint import store
+from anipaint.bench.measure import peak_rss_mb
 from anipaint.engine import from_tensor, load_network, to_tensor
 from anipaint.engine.streaming import for_network
 from anipaint.quality import psnr
@@ -80,7 +80,7 @@ def child(style_id: str, side: int) -> None:
     start = time.perf_counter()
     out = streamed.paint(rgb)
     seconds = time.perf_counter() - start
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    rss = peak_rss_mb()
     print(json.dumps({"large_side": side, "large_s": round(seconds, 1), "large_s_per_mp": round(seconds / (side * side
           / 1e6), 2), "large_peak_rss_mb": round(rss), "std": round(float(out.std()), 1)}))
 

@@ -102,9 +102,10 @@ def test_scratch_space_is_checked_before_painting_and_removed_on_failure(setting
 
 
 MEMORY_SCRIPT = """
-import resource, sys, numpy as np
+import sys, numpy as np
 from PIL import Image
 from anipaint import store
+from anipaint.bench.measure import peak_rss_mb
 from anipaint.engine import load_network
 from anipaint.engine.streaming import for_network
 from anipaint.registry import get_style
@@ -112,10 +113,10 @@ style = get_style(sys.argv[1])
 painter = for_network(load_network(style, store.artefact_path(style)), sys.argv[3])
 rgb = np.asarray(Image.open(sys.argv[2]))
 painter.paint(rgb[:64, :64])  # warm-up: what the process holds before a big picture
-before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+before = peak_rss_mb()
 out = painter.paint(rgb)
-after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print(before // 1024, after // 1024, out.shape, float(out.std()))
+after = peak_rss_mb()
+print(int(before), int(after), out.shape, float(out.std()))
 """
 
 
