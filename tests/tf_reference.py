@@ -98,6 +98,14 @@ def main(kind: str, model: str, in_path: str, out_path: str) -> None:
             interp.set_tensor(inp["index"], v.astype(np.float32))
             interp.invoke()
             result[k] = interp.get_tensor(interp.get_output_details()[0]["index"]).copy()
+    elif kind == "onnx":  # a published fp16 ONNX file, widened to fp32 for ONNX Runtime's CPU kernels
+        import onnxruntime as ort
+
+        from anipaint.bench.styles import widen_fp16
+
+        session = ort.InferenceSession(widen_fp16(Path(model)).SerializeToString(), providers=["CPUExecutionProvider"])
+        name = session.get_inputs()[0].name
+        result = {k: session.run(None, {name: v.astype(np.float32)})[0] for k, v in arrays.items()}
     else:
         raise SystemExit(f"unknown kind {kind}")
     np.savez(out_path, **result)
