@@ -168,6 +168,25 @@ def _match_colour(face: np.ndarray, ref: np.ndarray, weight: np.ndarray) -> np.n
     return np.clip(cv2.cvtColor(matched, cv2.COLOR_Lab2RGB), 0.0, 1.0)
 
 
+def restyle_and_paste(
+    source: np.ndarray,
+    painted: np.ndarray,
+    placements: list[Placement],
+    paint_batch: PaintBatch,
+    weigh: Callable[[Placement, np.ndarray], np.ndarray],
+    paste: Callable[[np.ndarray, Placement, np.ndarray, np.ndarray], None],
+) -> np.ndarray:
+    """Paint every placement's aligned crop and paste it into a copy of ``painted`` with the weight
+    ``weigh(placement, crop)`` (painted-window pixels) through ``paste(out, placement, styled, weight)``."""
+    out = painted.copy()
+    crops, styled_crops = paint_crops(source, placements, paint_batch)
+    for placement, crop, styled in zip(placements, crops, styled_crops, strict=True):
+        weight = weigh(placement, crop)
+        if weight.sum() >= 1e-3:
+            paste(out, placement, styled, weight)
+    return out
+
+
 def enhance_faces(
     source: np.ndarray,
     painted: np.ndarray,
@@ -182,14 +201,9 @@ def enhance_faces(
     picture at its (capped) size; the scale between the two is folded into the transforms. ``paint_batch``
     takes and returns a stack of square RGB uint8 crops (N, S, S, 3), S at most ``face_size``.
     """
-    out = painted.copy()
     if not faces:
-        return out
+        return painted.copy()
     source = as_rgb(source)
-    placements = place_faces(faces, source.shape, out.shape, face_size)
-    _, styled_crops = paint_crops(source, placements, paint_batch)
-    for placement, styled in zip(placements, styled_crops, strict=True):
-        weight = placement.warp(crop_mask(placement.side), cv2.BORDER_CONSTANT)
-        if weight.sum() >= 1e-3:
-            _paste(out, placement, styled, weight)
-    return out
+    placements = place_faces(faces, source.shape, painted.shape, face_size)
+    return restyle_and_paste(source, painted, placements, paint_batch,
+                             lambda p, _crop: p.warp(crop_mask(p.side), cv2.BORDER_CONSTANT), _paste)

@@ -24,7 +24,7 @@ import cv2
 import numpy as np
 
 from anipaint.faces.align import Face, align_face, as_rgb
-from anipaint.faces.blend import PaintBatch, Placement, crop_mask, paint_crops, place_faces
+from anipaint.faces.blend import PaintBatch, Placement, crop_mask, place_faces, restyle_and_paste
 
 Segment = Callable[[np.ndarray], np.ndarray]
 
@@ -101,17 +101,12 @@ def portrait_faces(
 ) -> np.ndarray:
     """Every face restyled by the face model ``paint_batch`` and blended into (a copy of) ``painted``, inside the
     person only. ``source`` is the full-resolution photo the faces were found on."""
-    out = painted.copy()
     if not faces:
-        return out
+        return painted.copy()
     source = as_rgb(source)
-    placements = _placements(faces, source.shape, out.shape, face_size)
-    crops, styled = paint_crops(source, placements, paint_batch)
-    for placement, crop, face in zip(placements, crops, styled, strict=True):
-        weight = _weight(placement, crop, segment)
-        if weight.sum() >= 1e-3:
-            _paste(out, placement, face, weight)
-    return out
+    placements = _placements(faces, source.shape, painted.shape, face_size)
+    return restyle_and_paste(source, painted, placements, paint_batch,
+                             lambda p, crop: _weight(p, crop, segment), _paste)
 
 
 def _paste(out: np.ndarray, placement: Placement, styled: np.ndarray, weight: np.ndarray) -> None:
