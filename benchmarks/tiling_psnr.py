@@ -8,7 +8,7 @@ statistics, so tiled and untiled differ by tone (v2: 23-30 dB, v1: 20-22 dB, v3-
 every tile: that reaches ~60 dB, so the tiles' context is sufficient and the statistics are the whole difference.
 Hence the "exact" mode (:mod:`anipaint.engine.streaming`, the default): layer by layer
 over the whole picture in row strips, printed here as ``exact``; it differs from the untiled pass only by
-bfloat16/float16 rounding. ``benchmarks/full_resolution.py`` times it against one whole pass and at 4096².
+bfloat16/float16 rounding. ``anipaint bench --only full`` times it against one whole pass and at 4096².
 """
 
 from __future__ import annotations

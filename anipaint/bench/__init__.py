@@ -1,17 +1,21 @@
 """``anipaint bench``: the speed tables, measured on this machine.
 
-Two tables, each row timed end to end on a 512 px photo (JPEG decode → resize → style → PNG encode) in turns
-with its yardstick in the same process (:mod:`anipaint.bench.measure`):
+Three tables. The first two time each row end to end on a 512 px photo (JPEG decode → resize → style → PNG
+encode) in turns with its yardstick in the same process (:mod:`anipaint.bench.measure`):
 
 * :mod:`anipaint.bench.v2_table`: AnimeGANv2 Hayao, one row per optimisation step against the plain eager fp32
   reference, then picture sizes, 4096 px exact and tiled, and faces;
 * :mod:`anipaint.bench.styles`: the default v3-hayao, v3-shinkai and v1-hayao, every backend of each against
-  ONNX Runtime (and LiteRT where installed) running the same network, and faces on/off with the default style.
+  ONNX Runtime (and LiteRT where installed) running the same network, and faces on/off and portrait mode with the
+  default style;
+* :mod:`anipaint.bench.full_table`: exact full resolution per streaming style (v3-hayao, v3-shinkai, v2, v1), the
+  strip executor against one whole-picture pass (time, PSNR), and 4096 px in a child process for its peak RSS.
 
 Columns: median seconds per picture, ratio (yardstick ÷ row: 3.0 = three times faster), CPU % (100 = one core),
 peak RSS of one call (MB), PSNR against the yardstick's picture, and "noise", the share of the cores other
 processes used meanwhile. ``--json PATH`` also writes everything as JSON, ``--profile`` a cProfile and an
-operator profile of one 512 px paint, ``--quick`` fewer repeats, ``--only v2|styles`` one table.
+operator profile of one 512 px paint, ``--quick`` fewer repeats and smaller full-resolution pictures,
+``--only v2|styles|full`` one table.
 """
 
 from __future__ import annotations
@@ -25,9 +29,12 @@ from pathlib import Path
 from anipaint.bench.measure import Row, fmt, machine, photo_bytes
 from anipaint.settings import Settings, get_settings
 
+TABLES = ("v2", "styles", "full")
+
 
 def main(args, settings: Settings | None = None) -> int:
     """Run the tables; ``settings`` as the CLI resolved them (default: from the environment)."""
+    from anipaint.bench.full_table import full_rows
     from anipaint.bench.styles import style_rows
     from anipaint.bench.v2_table import profile, v2_rows
     from anipaint.engine import threads
@@ -49,6 +56,8 @@ def main(args, settings: Settings | None = None) -> int:
     if only in (None, "styles"):
         styled, report["auto_styles"] = style_rows(settings, photo, rounds)
         rows += styled
+    if only in (None, "full"):
+        rows += full_rows(settings, rounds, quick)
     print(fmt(rows))
     info = machine()
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
@@ -72,7 +81,7 @@ def parser():
     p.add_argument("--json", dest="json_path")
     p.add_argument("--profile", action="store_true")
     p.add_argument("--quick", action="store_true")
-    p.add_argument("--only", choices=("v2", "styles"))
+    p.add_argument("--only", choices=TABLES)
     return p
 
 

@@ -23,7 +23,9 @@ from pathlib import Path
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
+from anipaint.bench.faces_table import faces_rows
 from anipaint.bench.measure import Row, fmt, one_call_profile, pipeline, tensor_painter
 from anipaint.engine import timing
 from anipaint.networks.padding import pad_to_multiple
@@ -31,6 +33,7 @@ from anipaint.networks.padding import pad_to_multiple
 STYLES = ("v3-hayao", "v3-shinkai", "v1-hayao")
 ANCHOR = {"v3-hayao": "onnxruntime", "v3-shinkai": "onnxruntime", "v1-hayao": "strips"}
 ONNX_ORIGINAL = {"v3-hayao": "animeganv3/AnimeGANv3_Hayao_36_fp16.onnx"}
+NOTES = {"onnxruntime": "ONNX Runtime fp32", "litert": "LiteRT, original .tflite, at its fixed 512² input"}
 TFLITE_ORIGINAL = {"v3-hayao": "animeganv3/AnimeGANv3_Hayao_36_QUANTIZED_fp16.tflite"}
 
 
@@ -82,25 +85,24 @@ class OrtAnchor:
 
 
 class LiteRtAnchor:
-    """The LiteRT interpreter on the original ``.tflite``, its input resized to the padded picture."""
+    """The LiteRT interpreter on the original ``.tflite``. The v3 files' reshapes are fixed at their declared
+    input size (512×512), so the picture is padded to that size, as AnimeGANv3's own demo feeds it."""
 
-    def __init__(self, path: Path, multiple: int, threads: int) -> None:
+    def __init__(self, path: Path, threads: int) -> None:
         from ai_edge_litert.interpreter import Interpreter
 
         self.interpreter = Interpreter(model_path=str(path), num_threads=threads)
-        self.multiple, self.shape = multiple, None
+        self.interpreter.allocate_tensors()
+        self.input = self.interpreter.get_input_details()[0]
+        self.size = tuple(int(s) for s in self.input["shape"][1:3])
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         h, w = x.shape[-2:]
-        x = pad_to_multiple(x.float(), self.multiple, min_cells=2)
-        arr = x.permute(0, 2, 3, 1).contiguous().numpy()
+        if h > self.size[0] or w > self.size[1]:
+            raise ValueError(f"LiteRT anchor: {h}×{w} does not fit the file's fixed {self.size} input")
+        x = F.pad(x.float(), (0, self.size[1] - w, 0, self.size[0] - h), mode="replicate")
         it = self.interpreter
-        index = it.get_input_details()[0]["index"]
-        if self.shape != arr.shape:
-            it.resize_tensor_input(index, list(arr.shape))
-            it.allocate_tensors()
-            self.shape = arr.shape
-        it.set_tensor(index, arr)
+        it.set_tensor(self.input["index"], x.permute(0, 2, 3, 1).contiguous().numpy())
         it.invoke()
         y = it.get_tensor(it.get_output_details()[0]["index"])
         return torch.from_numpy(y).permute(0, 3, 1, 2)[..., :h, :w]
@@ -132,12 +134,12 @@ def _anchors(style_id: str, network, settings, work_hw: tuple[int, int]) -> dict
         out["onnxruntime"] = OrtAnchor(model, multiple, nhwc=False)
     tflite = TFLITE_ORIGINAL.get(style_id)
     if tflite and importlib.util.find_spec("ai_edge_litert") is not None:
-        out["litert"] = LiteRtAnchor(Path(settings.sources) / tflite, multiple, threads.current())
+        out["litert"] = LiteRtAnchor(Path(settings.sources) / tflite, threads.current())
     return out
 
 
 def style_rows(settings, photo: bytes, rounds: int) -> tuple[list[Row], dict]:
-    """Rows for :data:`STYLES` and faces on/off; also each style's auto record (build and measuring time)."""
+    """Rows for :data:`STYLES`, faces on/off and portrait mode; also each style's auto record (build, measuring)."""
     from anipaint import imaging, preprocess, store
     from anipaint.engine import backends, load_network, prepare
     from anipaint.quality import psnr
@@ -166,26 +168,9 @@ def style_rows(settings, photo: bytes, rounds: int) -> tuple[list[Row], dict]:
         for name, t in times.items():
             cpu, rss = one_call_profile(runs[name])
             label = f"{style_id}: {name}" + (" (auto's choice)" if name == choice else "")
-            note = {"onnxruntime": "ONNX Runtime fp32", "litert": "LiteRT, original .tflite"}.get(name, "")
+            note = NOTES.get(name, "")
             rows.append(Row(label, t.seconds, anchor / t.seconds, cpu, rss, psnr(pictures[name], pictures["torch"]),
                             t.foreign, note))
             print(fmt([rows[-1]]).splitlines()[-1], file=sys.stderr, flush=True)
-    rows += _faces_rows(settings, photo, rounds)
+    rows += faces_rows(settings, photo, rounds)
     return rows, records
-
-
-def _faces_rows(settings, photo: bytes, rounds: int) -> list[Row]:
-    from anipaint import store
-    from anipaint.painter import get_painter
-
-    if store.prepare_face_detector(settings) is None:
-        return [Row("faces on/off", float("nan"), note="no face detector here")]
-    painter = get_painter(settings.default_style, settings).warm()
-    painter.paint(photo, faces=True)
-    got = timing.alternate({"off": lambda: painter.paint(photo, faces=False),
-                            "on": lambda: painter.paint(photo, faces=True)}, rounds=rounds)
-    off, on = got["off"], got["on"]
-    name = f"{settings.default_style} ({painter.engine.backend_name})"
-    return [Row(f"{name}, faces off (group photo)", off.seconds, 1.0, noise=off.foreign),
-            Row(f"{name}, faces on", on.seconds, off.seconds / on.seconds, noise=on.foreign,
-                note=f"faces cost {on.seconds / off.seconds:.2f}x the picture")]
