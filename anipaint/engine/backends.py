@@ -51,6 +51,9 @@ from anipaint.registry import Style
 from anipaint.settings import Settings
 
 ENGINE_VERSION = 2  # bump when a build recipe below changes
+# Bump when something changes how fast the backends run relative to each other without changing a build (the
+# process's allocator policy, say): auto measures again, the builds are kept.
+MEASURE_VERSION = 2
 NAMES = ("torch", "compiled", "int8", "onnxruntime", "strips")
 NOTHING_TO_BUILD = {"torch", "strips"}
 MULTIPLE = 4  # the v2 graphs take sides that are multiples of 4 (two stride-2 convs)
@@ -326,7 +329,7 @@ def open_named(name: str, style: Style, artefact: Path, settings: Settings, netw
 
 
 def auto_path(style: Style, settings: Settings, key: str) -> Path:
-    return cache_dir(style, settings) / f"auto-{key}.json"
+    return cache_dir(style, settings) / f"auto-{key}-m{MEASURE_VERSION}.json"
 
 
 def read_auto(style: Style, settings: Settings, key: str) -> dict | None:
