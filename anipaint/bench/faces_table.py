@@ -65,10 +65,8 @@ def faces_rows(settings: Settings, photo: bytes, rounds: int) -> list[Row]:
 
     if store.prepare_face_detector(settings) is None:
         return [Row("faces and portrait", float("nan"), note="no face detector here")]
-    modes = ["faces"]
-    for mode in ("portrait",):
-        if all(store.prepare([s], settings).get(s) == "ok" for s in NEEDS[mode]):
-            modes.append(mode)
+    portrait = all(store.prepare([s], settings).get(s) == "ok" for s in NEEDS["portrait"])
+    modes = ["faces", "portrait"] if portrait else ["faces"]
     per_round, backend = measure(settings, photo, settings.default_style, modes, 512, max(rounds, 3))
     name = f"{settings.default_style} ({backend})"
     plain = statistics.median(per_round["plain"])
