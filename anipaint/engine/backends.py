@@ -12,7 +12,9 @@ weights rebuild instead of loading something stale.
                with dynamic H/W and compiled ahead of time by AOTInductor into a ``.pt2`` package (loads in
                milliseconds; the build takes ~30-80 s once). Imported graphs (the v3 styles) and AnimeGAN v1
                the same way through :mod:`anipaint.engine.graph_compile`, channels-last, their convolutions in
-               bfloat16 where the CPU has native bf16 (AVX512_BF16 / AMX) and float32 elsewhere
+               bfloat16 where the CPU has native bf16 (AVX512_BF16 / AMX) and float32 elsewhere. A graph
+               that computes a size in floating point (the JP face model) is exported at 512 x 512, the size
+               its crops are painted at, and runs any other size on its eager network
 ``int8``       ``compiled`` with the five heavy convolutions in static int8 (oneDNN VNNI kernels); needs photos
                to calibrate (:func:`anipaint.engine.int8.photos`)
 ``onnxruntime`` AnimeGANv2 exported to ONNX (float32) and run by ONNX Runtime with all graph optimisations;
@@ -53,7 +55,7 @@ from anipaint.settings import Settings
 ENGINE_VERSION = 2  # bump when a build recipe below changes
 # Bump when something changes how fast the backends run relative to each other without changing a build (the
 # process's allocator policy, say): auto measures again, the builds are kept.
-MEASURE_VERSION = 2
+MEASURE_VERSION = 3
 NAMES = ("torch", "compiled", "int8", "onnxruntime", "strips")
 NOTHING_TO_BUILD = {"torch", "strips"}
 MULTIPLE = 4  # the v2 graphs take sides that are multiples of 4 (two stride-2 convs)
@@ -103,21 +105,30 @@ class CompiledBackend(Backend):
 
     ``multiple`` None: the :class:`V2Graph` package (multiples of 4, at least 8x8, padded as the v2 module
     does); else the graph package's stride multiple, padded as the eager graph module and the v1 network pad.
+    A package compiled for one size (its metadata says which) runs every other size on ``fallback``.
     """
 
-    def __init__(self, path: Path, name: str = "compiled", jobs: int = 1, multiple: int | None = None) -> None:
+    def __init__(self, path: Path, name: str = "compiled", jobs: int = 1, multiple: int | None = None,
+                 fallback: Backend | None = None) -> None:
+        from anipaint.engine.graph_compile import fixed_size_of
+
         self.name = name
         self.path = path
         self.multiple = multiple
-        self.runner = load_package(path, jobs)
+        self.runner, metadata = load_package(path, jobs)
+        self.fixed_size = fixed_size_of(metadata)
+        self.fallback = fallback
 
     def __call__(self, x: Tensor) -> Tensor:
+        given = x
         if self.multiple is not None:
             x, h, w = _pad_graph(x.float(), self.multiple)
         elif min(x.shape[-2:]) < 8:
             raise ValueError(f"input {tuple(x.shape[-2:])} is too small; AnimeGANv2 needs at least 8x8 pixels")
         else:
             x, h, w = _pad4(x.float())
+        if _off_size(x, self.fixed_size):
+            return _run_fallback(self.fallback, given, self.fixed_size)
         # The package was compiled for channels-last strides: any other layout would be read wrongly.
         x = x.contiguous(memory_format=torch.channels_last)
         with torch.inference_mode():
@@ -125,8 +136,21 @@ class CompiledBackend(Backend):
         return y[..., :h, :w]
 
 
-def load_package(path: Path, jobs: int = 1) -> Callable[[Tensor], Tensor]:
-    """Load an AOTInductor package; ``jobs`` model instances so concurrent paints don't queue on one.
+def _off_size(x: Tensor, fixed: tuple[int, int] | None) -> bool:
+    """Whether ``x`` (padded) is not the one size a fixed-size build takes. The package itself does not check:
+    it would read past its buffers."""
+    return fixed is not None and (x.shape[0] != 1 or tuple(x.shape[-2:]) != fixed)
+
+
+def _run_fallback(fallback: Backend | None, x: Tensor, fixed: tuple[int, int] | None) -> Tensor:
+    if fallback is None:
+        raise ValueError(f"this build runs at {fixed} only, not {tuple(x.shape[-2:])}")
+    return fallback(x)
+
+
+def load_package(path: Path, jobs: int = 1) -> tuple[Callable[[Tensor], Tensor], dict[str, str]]:
+    """Load an AOTInductor package and its metadata; ``jobs`` model instances so concurrent paints don't queue
+    on one.
 
     The C++ loader directly: ``torch._inductor.aoti_load_package`` imports Dynamo and Inductor first, which
     costs ~1.2 s of the server's start for nothing (the package is already compiled).
@@ -134,9 +158,9 @@ def load_package(path: Path, jobs: int = 1) -> Callable[[Tensor], Tensor]:
     loader_cls = getattr(getattr(torch._C, "_aoti", None), "AOTIModelPackageLoader", None)
     if loader_cls is None:  # a torch without the private loader: the public (slower to import) one
         model = torch._inductor.aoti_load_package(str(path), num_runners=max(1, jobs))
-        return model
+        return model, dict(model.get_metadata())
     loader = loader_cls(str(path), "model", False, max(1, jobs), -1)
-    return lambda x: loader.run([x])[0]
+    return (lambda x: loader.run([x])[0]), dict(loader.get_metadata())
 
 
 class StripsBackend(Backend):
@@ -159,23 +183,32 @@ class StripsBackend(Backend):
 
 
 class OrtBackend(Backend):
-    """An ONNX Runtime session over an exported graph (NCHW float32); pads as :class:`CompiledBackend`."""
+    """An ONNX Runtime session over an exported graph (NCHW float32); pads as :class:`CompiledBackend`.
+
+    A file exported at one size (its input shape says so) runs every other size on ``fallback``."""
 
     name = "onnxruntime"
 
-    def __init__(self, path: Path, multiple: int | None = None) -> None:
+    def __init__(self, path: Path, multiple: int | None = None, fallback: Backend | None = None) -> None:
         import onnxruntime as ort
 
         self.path = path
         self.multiple = multiple
+        self.fallback = fallback
         self.session = ort.InferenceSession(str(path), threads.ort_options(), providers=["CPUExecutionProvider"])
-        self.input_name = self.session.get_inputs()[0].name
+        inp = self.session.get_inputs()[0]
+        self.input_name = inp.name
+        dims = list(inp.shape)
+        self.fixed_size = (dims[2], dims[3]) if all(isinstance(d, int) for d in dims[2:]) else None
 
     def __call__(self, x: Tensor) -> Tensor:
+        given = x
         if self.multiple is None:
             x, h, w = _pad4(x.float())
         else:
             x, h, w = _pad_graph(x.float(), self.multiple)
+        if _off_size(x, self.fixed_size):
+            return _run_fallback(self.fallback, given, self.fixed_size)
         y = self.session.run(None, {self.input_name: x.contiguous().numpy()})[0]
         return torch.from_numpy(y)[..., :h, :w]
 
@@ -323,9 +356,10 @@ def open_named(name: str, style: Style, artefact: Path, settings: Settings, netw
         return StripsBackend(network, settings.scratch_dir)
     path = ensure_built(name, style, artefact, settings, key, network)
     multiple = network.size_multiple if _generic(network) else None
+    fallback = TorchBackend(network)  # for the sizes a fixed-size build doesn't take
     if name == "onnxruntime":
-        return OrtBackend(path, multiple)
-    return CompiledBackend(path, name, settings.jobs, multiple)
+        return OrtBackend(path, multiple, fallback)
+    return CompiledBackend(path, name, settings.jobs, multiple, fallback)
 
 
 def auto_path(style: Style, settings: Settings, key: str) -> Path:

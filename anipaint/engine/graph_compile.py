@@ -34,6 +34,8 @@ from anipaint.networks.graph_module import GraphModule
 from anipaint.networks.ir import Graph, Node
 
 MIN_MULTIPLES = 3  # the exported programs take H and W of at least this many size multiples
+FIXED_SIDE = 512  # the size a graph that can't take symbolic sizes is exported at (and every export's example)
+FIXED_SIZE_KEY = "anipaint.fixed_size"  # package metadata: "HxW" when the program runs at that size only
 
 
 class Ints(Val):
@@ -251,37 +253,58 @@ def for_network(network: nn.Module, conv_dtype: torch.dtype = torch.float32) -> 
     return copy.deepcopy(network).to(memory_format=torch.channels_last).eval(), int(multiple)
 
 
-def export(module: nn.Module, multiple: int, max_side: int = 8192) -> torch.export.ExportedProgram:
-    """Export with H and W symbolic multiples of ``multiple`` (512 px is the size Inductor tunes for)."""
+def export(module: nn.Module, multiple: int, max_side: int = 8192
+           ) -> tuple[torch.export.ExportedProgram, tuple[int, int] | None]:
+    """Export with H and W symbolic multiples of ``multiple`` (512 px is the size Inductor tunes for).
+
+    Returns the program and the one (H, W) it runs at, or None when it runs at every multiple. A graph that
+    computes a size in floating point (a resize by a float scale, as some ONNX exports do) gets that size pinned
+    to the example's by ``torch.export``; such a graph is exported at :data:`FIXED_SIDE` square only, the size
+    its crops are painted at (the face models), and its backends run other sizes on the eager network."""
     from torch.export import Dim
 
-    example = torch.zeros(1, 3, 512, 512).contiguous(memory_format=torch.channels_last)
+    example = torch.zeros(1, 3, FIXED_SIDE, FIXED_SIDE).contiguous(memory_format=torch.channels_last)
     # at least three multiples: at two, the deepest level is 2 px wide and torch.export pins that case
     kh, kw = (Dim(name, min=MIN_MULTIPLES, max=max_side // multiple) for name in ("kh", "kw"))
     with torch.no_grad():
         program = torch.export.export(module, (example,), dynamic_shapes={"x": {2: multiple * kh, 3: multiple * kw}})
-        try:  # a size computed in floating point gets pinned to the example's, and the program runs at one size
+        try:
             program.module()(torch.zeros(1, 3, MIN_MULTIPLES * multiple, (MIN_MULTIPLES + 1) * multiple))
-        except AssertionError as exc:
-            raise ValueError(f"the exported graph runs at one size only: {exc}") from None
-    return program
+        except AssertionError:
+            return torch.export.export(module, (example,)), (FIXED_SIDE, FIXED_SIDE)
+    return program, None
+
+
+def fixed_size_metadata(fixed: tuple[int, int] | None) -> dict[str, str]:
+    """What a package records about the one size it runs at (read back by :func:`fixed_size_of`)."""
+    return {FIXED_SIZE_KEY: f"{fixed[0]}x{fixed[1]}"} if fixed else {}
+
+
+def fixed_size_of(metadata: dict[str, str]) -> tuple[int, int] | None:
+    value = metadata.get(FIXED_SIZE_KEY)
+    if not value:
+        return None
+    h, w = value.split("x")
+    return int(h), int(w)
 
 
 def build_package(network: nn.Module, out: Path, conv_dtype: torch.dtype = torch.float32) -> int:
     """AOTInductor-compile a style's network into a ``.pt2`` package at ``out``; returns its size multiple."""
     module, multiple = for_network(network, conv_dtype)
-    program = export(module, multiple)
+    program, fixed = export(module, multiple)
+    configs = {"aot_inductor.metadata": fixed_size_metadata(fixed)} if fixed else None
     with torch.no_grad():
-        torch._inductor.aoti_compile_and_package(program, package_path=str(out))
+        torch._inductor.aoti_compile_and_package(program, package_path=str(out), inductor_configs=configs)
     return multiple
 
 
 def build_onnx(network: nn.Module, out: Path) -> int:
-    """Export a style's network (float32) to ONNX with symbolic H and W at ``out``; returns its size multiple.
+    """Export a style's network (float32) to ONNX with symbolic H and W (or the one size :func:`export` found)
+    at ``out``; returns its size multiple.
 
     Through ``torch.export`` (the dynamo exporter): the TorchScript tracer would freeze the shape arithmetic
     at the example's size."""
     module, multiple = for_network(network)
-    program = export(module, multiple)
+    program, _ = export(module, multiple)  # a fixed size shows in the file's input shape
     torch.onnx.export(program, dynamo=True, optimize=True).save(str(out))
     return multiple
