@@ -66,12 +66,12 @@ def scale_of(m: np.ndarray) -> float:
     return float(np.sqrt(abs(np.linalg.det(m[:, :2]))))
 
 
-def crop_side(face: Face, largest: int = 512, multiple: int = 32, smallest: int = 128) -> int:
-    """The working side of a face's aligned crop: the side its FFHQ square has in the source, rounded up to a
-    multiple of the generators' stride, between ``smallest`` and ``largest``. A bigger crop would only
-    upsample the same source pixels, at a cost growing with the square of its side."""
+def crop_side(face: Face, largest: int = 512, multiple: int = 32, smallest: int = 128, scale: float = 1.0) -> int:
+    """The working side of a face's aligned crop: the side its FFHQ square has in the source (times ``scale``),
+    rounded up to a multiple of the generators' stride, between ``smallest`` and ``largest``. A bigger crop would
+    only upsample the same source pixels, at a cost growing with the square of its side."""
     quad = ffhq_quad(face.landmarks)
-    side = float(np.hypot(*(quad[3] - quad[0])))
+    side = float(np.hypot(*(quad[3] - quad[0]))) * scale
     return int(np.clip(-(-side // multiple) * multiple, smallest, largest))
 
 
