@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 
-def _resize_axis(n_in: int, n_out: int, align_corners: bool, half_pixel: bool,
+def resize_axis(n_in: int, n_out: int, align_corners: bool, half_pixel: bool,
                  device: torch.device) -> tuple[Tensor, Tensor, Tensor]:
     """Source indices and weights for one axis, as TF's ``compute_interpolation_weights`` (float32 maths)."""
     if align_corners and n_out > 1:
@@ -43,8 +43,8 @@ def resize_bilinear(x: Tensor, size: tuple[int, int], align_corners: bool = Fals
         fast = _resize_exact(_resize_exact(x, -1, out_w), -2, out_h)
         if fast is not None:
             return fast
-    h_lo, h_hi, h_frac = _resize_axis(x.shape[-2], out_h, align_corners, half_pixel_centers, x.device)
-    w_lo, w_hi, w_frac = _resize_axis(x.shape[-1], out_w, align_corners, half_pixel_centers, x.device)
+    h_lo, h_hi, h_frac = resize_axis(x.shape[-2], out_h, align_corners, half_pixel_centers, x.device)
+    w_lo, w_hi, w_frac = resize_axis(x.shape[-1], out_w, align_corners, half_pixel_centers, x.device)
     w_frac = w_frac.to(x.dtype)
     left = x.index_select(-1, w_lo)
     right = x.index_select(-1, w_hi)

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from anipaint.networks.graph_exec import Val
-from anipaint.networks.graph_ops import _resize_axis, same_padding
+from anipaint.networks.graph_ops import resize_axis, same_padding
 from anipaint.networks.ir import Node
 
 from .sources import reflect
@@ -106,7 +106,7 @@ def conv_rows(plan, node: Node) -> tuple[torch.Tensor, int, int, int, int]:
 
 def resize_rows(plan, node: Node) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Source rows (lower, upper) and weights of every output row of a ResizeBilinear, as TF computes them."""
-    lo, hi, frac = _resize_axis(plan.shape[node.inputs[0]][1], plan.shape[node.name][1],
+    lo, hi, frac = resize_axis(plan.shape[node.inputs[0]][1], plan.shape[node.name][1],
                                 bool(node.attrs.get("align_corners", False)),
                                 bool(node.attrs.get("half_pixel_centers", False)), torch.device("cpu"))
     return lo.numpy(), hi.numpy(), frac.numpy()
