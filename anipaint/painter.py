@@ -35,6 +35,7 @@ class PaintResult:
     image: Image.Image
     faces_found: int | None  # faces the face pass or portrait mode found; None when neither ran
     timings: dict[str, float]
+    engine: str  # the backend this style's network ran on: torch, compiled, onnxruntime, strips, int8
 
 
 class _Default:
@@ -171,7 +172,7 @@ class Painter:
         timings["total"] = time.perf_counter() - t0
         self.last_timings = timings
         report("done", 1.0)
-        return PaintResult(result, found, timings)
+        return PaintResult(result, found, timings, self.engine.backend_name)
 
     def _segmenter(self) -> Segment:
         return segmentation.load_segmenter(self.settings)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import io
+import json
 import os
 import shutil
 import subprocess
@@ -26,10 +27,11 @@ def redis_url(tmp_path_factory):
 
 
 class Worker:
-    def __init__(self, name: str, redis_url: str, logdir: Path) -> None:
+    def __init__(self, name: str, redis_url: str, logdir: Path, **overrides: object) -> None:
         self.log_path = logdir / f"{name}.log"
         self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
         env = {**os.environ, "ANIPAINT_BROKER_URL": redis_url, "ANIPAINT_JOBS": "1", "PYTHONUNBUFFERED": "1"}
+        env.update({f"ANIPAINT_{k.upper()}": str(v) for k, v in overrides.items()})
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "anipaint.cli", "worker", "--name", f"{name}@%h"],
             cwd=REPO, env=env, stdout=self._log, stderr=subprocess.STDOUT,
@@ -139,3 +141,41 @@ def test_full_queue_answers_busy_and_keeps_accepted_jobs(cluster):
         assert res.status_code == 503 and int(res.headers["Retry-After"]) > 0 and res.json()["detail"]
     for job_id in accepted:
         assert server.wait_job(job_id, timeout=300)["status"] == "done"
+
+
+@pytest.mark.timeout(2400)  # building and measuring the engines: a few minutes on a quiet 2-core machine
+def test_a_worker_moves_onto_its_fast_engine_without_a_restart(sources, tmp_path):
+    """A worker on a machine with nothing built paints at once on the plain engine, builds and measures the fast
+    engines in the background, and its next jobs run on what ``auto`` chose; each job says which engine painted."""
+    src = tmp_path / "sources" / "animeganv3"
+    src.mkdir(parents=True)
+    shutil.copy(sources / "animeganv3" / "AnimeGANv3_tiny_Cute.onnx", src)
+    home, style = tmp_path / "home", "v3-cute"
+    settings = dict(home=home, sources=src.parent, default_style=style, faces=0)
+    with redis_server(tmp_path) as url:
+        worker = Worker("fresh", url, tmp_path, background="all", background_nice=0, **settings)
+        server = Server(tmp_path, broker_url=url, **settings)
+        try:
+            worker.wait_ready()
+            server.wait_ready()
+            first = server.submit(resized_photo(256), max_side=256)
+            assert first.status_code == 202, first.text
+            info = server.wait_job(first.json()["id"], timeout=600)
+            assert info["status"] == "done" and info["engine"] == "torch", info  # nothing was built yet
+
+            deadline = time.monotonic() + 2000
+            while not list((home / "models" / style / "engine").glob("auto-*.json")):
+                assert worker.proc.poll() is None and time.monotonic() < deadline, worker.log()[-3000:]
+                time.sleep(2)
+            [record] = (home / "models" / style / "engine").glob("auto-*.json")
+            choice = json.loads(record.read_text())["choice"]
+            engines = []
+            while choice not in engines:  # the worker moves over once it hears the measurement is done
+                assert time.monotonic() < deadline, (engines, worker.log()[-3000:])
+                res = server.submit(resized_photo(256), max_side=256)
+                engines.append(server.wait_job(res.json()["id"], timeout=600)["engine"])
+            assert set(engines) <= {"torch", choice}, engines
+            assert f"{style} now paints with {choice}" in worker.log()
+        finally:
+            server.stop()
+            worker.stop()

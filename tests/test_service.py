@@ -111,6 +111,8 @@ def test_predict_paints_the_photo(server: Server) -> None:
     assert res.status_code == 200, res.text
     body = res.json()
     assert body["style"] == fast_style() and body["seconds"] > 0
+    engines = {st["id"]: st["engine"] for st in server.client.get("/api/styles").json()}
+    assert body["engine"] == engines[fast_style()], (body["engine"], engines)  # the backend that painted it
     out = _png(base64.b64decode(body["result"])).convert("RGB")
     source = Image.open(io.BytesIO(photo_bytes())).convert("RGB")
     assert max(out.size) == 512 and (body["width"], body["height"]) == out.size

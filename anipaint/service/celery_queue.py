@@ -8,15 +8,23 @@ same :func:`~anipaint.service.jobs.run_job` as the embedded queue's painter thre
 Why jobs are not lost: the task is acknowledged only after it finished (``acks_late``) and is put back if a
 worker dies mid-paint (``reject_on_worker_lost``); a worker takes one task at a time (prefetch 1), so a busy
 worker never hoards jobs that an idle one could start.
+
+Each worker gets its machine ready as the embedded server does (:class:`~anipaint.preparation.Preparer`): it
+paints at once on the plain engine while the styles are converted and their fast engines built and measured for
+this machine's CPU in a low-priority child process, and its painters move onto those engines without a restart.
+Workers sharing one model store share the builds (file locks); each job says which engine painted it.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import replace
 from pathlib import Path
 
 from celery import Celery
 
+from anipaint import store
+from anipaint.preparation import Preparer
 from anipaint.service.jobs import (
     JobInfo,
     JobNotDoneError,
@@ -29,6 +37,8 @@ from anipaint.service.jobs import (
 from anipaint.service.local_queue import RESTARTING
 from anipaint.service.redis_store import RUNNING, WAITING, RedisJobStore, connect, owner_key
 from anipaint.settings import Settings, get_settings
+
+log = logging.getLogger("anipaint.worker")
 
 # Append a job id unless the waiting list is full; returns how many were waiting before it, or -1.
 _ADMIT = """
@@ -174,16 +184,48 @@ def worker_main(settings: Settings | None = None, concurrency: int | None = None
     s = settings or get_settings()
     if not s.broker_url:
         raise SystemExit("anipaint worker: set ANIPAINT_BROKER_URL (e.g. redis://localhost:6379/0)")
+    _log_to_stderr(s.log_level)
     app = make_celery(s)
     n = concurrency or max(1, s.jobs)
     node = ["--hostname", name] if name else []
+    preparer = _prepare_in_background(s)
+    try:
+        _run_worker(app, n, node)
+    finally:
+        if preparer is not None:
+            preparer.stop()
+
+
+def _prepare_in_background(settings: Settings) -> Preparer | None:
+    """Start converting, building and measuring what this machine lacks, the default style first."""
+    try:
+        preparer = Preparer(settings)
+        preparer.start(first=store.resolve(None, settings).id)
+        return preparer
+    except Exception:  # noqa: BLE001 - the worker still paints; styles convert on first use
+        log.exception("background preparation could not start")
+        return None
+
+
+def _log_to_stderr(level: str) -> None:
+    """Celery configures its own loggers only: show anipaint's (an engine moved, a build failed) beside them."""
+    logger = logging.getLogger("anipaint")
+    if not logger.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("[%(asctime)s: %(levelname)s/%(name)s] %(message)s"))
+        logger.addHandler(handler)
+        logger.propagate = False  # Celery's root handler would print each line again
+    logger.setLevel(level.upper())
+
+
+def _run_worker(app: Celery, concurrency: int, node: list[str]) -> None:
     app.worker_main(
         [
             "worker",
             "--pool",
             "threads",
             "--concurrency",
-            str(n),
+            str(concurrency),
             "--loglevel",
             "INFO",
             "--without-gossip",

@@ -81,6 +81,7 @@ class JobInfo:
     width: int | None = None
     height: int | None = None
     faces_found: int | None = None  # once done: faces restyled (0 when none was found or the face pass was off)
+    engine: str | None = None  # once done: the backend that painted it
     created: float = 0.0
     started: float | None = None
     finished: float | None = None
@@ -88,7 +89,7 @@ class JobInfo:
 
     def public(self) -> dict:
         keys = ("id", "status", "stage", "progress", "position", "error", "error_kind", "style", "width", "height",
-                "faces_found")
+                "faces_found", "engine")
         return {k: getattr(self, k) for k in keys}
 
     def to_json(self) -> dict:
@@ -138,6 +139,7 @@ class PaintOutput:
     width: int
     height: int
     faces_found: int = 0
+    engine: str | None = None
 
 
 Runner = Callable[[JobRequest, Progress], PaintOutput]
@@ -176,7 +178,7 @@ def advanced(info: JobInfo, stage: str, fraction: float) -> JobInfo:
 def finished(info: JobInfo, out: PaintOutput) -> JobInfo:
     return replace(
         info, status="done", stage="done", progress=1.0, width=out.width, height=out.height,
-        faces_found=out.faces_found, finished=time.time(),
+        faces_found=out.faces_found, engine=out.engine, finished=time.time(),
     )
 
 
@@ -309,6 +311,6 @@ def paint_runner(settings: Settings) -> Runner:
         )
         img = result.image
         progress("encode", 0.97)
-        return PaintOutput(imaging.encode_png(img), img.width, img.height, result.faces_found or 0)
+        return PaintOutput(imaging.encode_png(img), img.width, img.height, result.faces_found or 0, result.engine)
 
     return run

@@ -6,6 +6,9 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+ENGINE = ("the backend the style's network ran on (torch, compiled, onnxruntime, strips or int8); a style paints "
+          "on torch until its fast engine is built and measured on the machine that painted it.")
+
 
 class PredictOut(BaseModel):
     result: str = Field(description="The painted picture, base64-encoded PNG.")
@@ -15,6 +18,7 @@ class PredictOut(BaseModel):
     seconds: float = Field(description="Seconds spent painting.")
     waited: float = Field(0.0, description="Seconds spent waiting in the queue.")
     faces_found: int = Field(0, ge=0, description="Faces restyled (0 when none was found or faces were off).")
+    engine: str | None = Field(None, description=ENGINE)
 
 
 class JobOut(BaseModel):
@@ -29,6 +33,7 @@ class JobOut(BaseModel):
     width: int | None = None
     height: int | None = None
     faces_found: int | None = Field(None, ge=0, description="Once done: faces restyled (0 when none was found).")
+    engine: str | None = Field(None, description="Once done: " + ENGINE)
 
 
 class StyleOut(BaseModel):

@@ -64,6 +64,7 @@ async def predict(request: Request, job: PaintRequestDep, s: SettingsDep, jobs: 
         seconds=round((info.finished or time.time()) - (info.started or info.created), 3),
         waited=round((info.started or info.created) - info.created, 3),
         faces_found=info.faces_found or 0,
+        engine=info.engine,
     )
 
 
