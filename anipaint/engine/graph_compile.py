@@ -10,7 +10,8 @@ else is the executor's own ops, plus a few choices made once, ahead of time, for
 * convolution weights are re-laid to OIHW once (channels-last memory, so oneDNN runs every convolution on NHWC
   activations without reorders and Inductor fuses the norm / LeakyReLU / pad chains between them);
 * convolutions optionally run in bfloat16 (``conv_dtype``), their outputs cast back to float32 for the norms:
-  the casts fuse into the neighbouring loops, so the activations between layers are stored in bfloat16.
+  the casts fuse into the neighbouring loops, so the activations between layers are stored in bfloat16. The
+  named torch networks (AnimeGAN v1) get the same through :class:`CastConv`.
 
 Graphs with *constant* Reshape / ResizeBilinear shapes (a TFLite export tied to one size) are not exportable
 this way (:func:`exportable` says why); they keep running eagerly.
@@ -238,11 +239,37 @@ class ExportableGraph(nn.Module):
         return self._value(graph.outputs[0], env).nchw()
 
 
+class CastConv(nn.Module):
+    """An ``nn.Conv2d`` run in another dtype (bfloat16), taking and giving float32, as :class:`ExportableGraph`
+    runs a graph's convolutions."""
+
+    def __init__(self, conv: nn.Conv2d, dtype: torch.dtype) -> None:
+        super().__init__()
+        if conv.padding_mode != "zeros":
+            raise ValueError(f"padding mode {conv.padding_mode!r} has no cast recipe")
+        self.dtype = dtype
+        self.stride, self.padding, self.dilation, self.groups = conv.stride, conv.padding, conv.dilation, conv.groups
+        self.register_buffer("weight", conv.weight.detach().to(dtype).contiguous(memory_format=torch.channels_last))
+        self.register_buffer("bias", None if conv.bias is None else conv.bias.detach().to(dtype))
+
+    def forward(self, x: Tensor) -> Tensor:
+        y = F.conv2d(x.to(self.dtype), self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+        return y.float()
+
+
+def _cast_convs(module: nn.Module, dtype: torch.dtype) -> None:
+    for name, child in module.named_children():
+        if isinstance(child, nn.Conv2d):
+            setattr(module, name, CastConv(child, dtype))
+        else:
+            _cast_convs(child, dtype)
+
+
 def for_network(network: nn.Module, conv_dtype: torch.dtype = torch.float32) -> tuple[nn.Module, int]:
     """The export-ready form of a style's eager network and the multiple its H and W must have.
 
-    An imported graph becomes an :class:`ExportableGraph`; a named torch network (AnimeGAN v1) exports as it
-    is, with channels-last weights (its convolutions stay float32).
+    An imported graph becomes an :class:`ExportableGraph`; a named torch network (AnimeGAN v1) is copied with
+    channels-last weights and its convolutions in ``conv_dtype`` (:class:`CastConv`).
     """
     if isinstance(network, GraphModule):
         module = ExportableGraph(network, conv_dtype)
@@ -250,7 +277,10 @@ def for_network(network: nn.Module, conv_dtype: torch.dtype = torch.float32) -> 
     multiple = getattr(network, "size_multiple", None)
     if multiple is None:
         raise ValueError(f"no export recipe for {type(network).__name__}")
-    return copy.deepcopy(network).to(memory_format=torch.channels_last).eval(), int(multiple)
+    module = copy.deepcopy(network).to(memory_format=torch.channels_last).eval()
+    if conv_dtype != torch.float32:
+        _cast_convs(module, conv_dtype)
+    return module, int(multiple)
 
 
 def export(module: nn.Module, multiple: int, max_side: int = 8192
