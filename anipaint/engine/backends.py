@@ -52,7 +52,7 @@ from anipaint.networks.padding import pad_to_multiple
 from anipaint.registry import Style
 from anipaint.settings import Settings
 
-ENGINE_VERSION = 2  # bump when a build recipe below changes
+ENGINE_VERSION = 3  # bump when a build recipe below changes
 # Bump when something changes how fast the backends run relative to each other without changing a build (the
 # process's allocator policy, say): auto measures again, the builds are kept.
 MEASURE_VERSION = 3

@@ -215,7 +215,8 @@ def _log_to_stderr(level: str) -> None:
         handler.setFormatter(logging.Formatter("[%(asctime)s: %(levelname)s/%(name)s] %(message)s"))
         logger.addHandler(handler)
         logger.propagate = False  # Celery's root handler would print each line again
-    logger.setLevel(level.upper())
+    level_no = logging.getLevelName(level.upper())
+    logger.setLevel(level_no if isinstance(level_no, int) else logging.INFO)  # uvicorn's "trace": INFO
 
 
 def _run_worker(app: Celery, concurrency: int, node: list[str]) -> None:
