@@ -52,7 +52,7 @@ from anipaint.networks.padding import pad_to_multiple
 from anipaint.registry import Style
 from anipaint.settings import Settings
 
-ENGINE_VERSION = 3  # bump when a build recipe below changes
+ENGINE_VERSION = 4  # bump when a build recipe below changes
 # Bump when something changes how fast the backends run relative to each other without changing a build (the
 # process's allocator policy, say): auto measures again, the builds are kept.
 MEASURE_VERSION = 3
@@ -301,18 +301,17 @@ def _generic(network) -> bool:
     return getattr(network, "size_multiple", None) is not None
 
 
-def native_bf16() -> bool:
-    """Whether this CPU multiplies bfloat16 natively (elsewhere oneDNN emulates it, ~10x slower than fp32)."""
-    return bool({"avx512_bf16", "amx_bf16"} & set(cpu_flags()))
-
-
-def _build_graph(name: str, network, out: Path) -> None:
+def _build_graph(name: str, network, out: Path, settings: Settings) -> None:
     from anipaint.engine import graph_compile
+    from anipaint.engine.int8 import photos, synthetic_photo
+    from anipaint.engine.precision import fast_conv_dtype
 
     if name == "onnxruntime":
         graph_compile.build_onnx(network, out)
     else:
-        graph_compile.build_package(network, out, torch.bfloat16 if native_bf16() else torch.float32)
+        pictures = photos(settings, "check", side=256) or [synthetic_photo(256)]
+        dtype = graph_compile.faithful_conv_dtype(network, pictures, fast_conv_dtype())
+        graph_compile.build_package(network, out, dtype)
 
 
 def ensure_built(name: str, style: Style, artefact: Path, settings: Settings, key: str | None = None,
@@ -333,7 +332,7 @@ def ensure_built(name: str, style: Style, artefact: Path, settings: Settings, ke
         tmp = Path(tmp_name)
         try:
             if name in ("compiled", "onnxruntime") and _generic(network):
-                _build_graph(name, network, tmp)
+                _build_graph(name, network, tmp, settings)
             elif name in ("compiled", "int8"):
                 _build_compiled(artefact, tmp, settings, int8=name == "int8")
             elif name == "onnxruntime":

@@ -33,6 +33,10 @@ from anipaint.networks import graph_exec
 from anipaint.networks.graph_exec import Val
 from anipaint.networks.graph_module import GraphModule
 from anipaint.networks.ir import Graph, Node
+from anipaint.quality import faithful, far_share, psnr
+
+from . import precision
+from .tensors import from_tensor
 
 MIN_MULTIPLES = 3  # the exported programs take H and W of at least this many size multiples
 FIXED_SIDE = 512  # the size a graph that can't take symbolic sizes is exported at (and every export's example)
@@ -189,13 +193,14 @@ class ExportableGraph(nn.Module):
                     kh, kw, c, m = w.shape
                     weight = w.permute(2, 3, 0, 1).reshape(c * m, 1, kh, kw)
                 key = f"w{len(self._convs)}"
-                self.register_buffer(key, weight.to(conv_dtype).contiguous(memory_format=torch.channels_last),
+                dtype = precision.conv_dtype(weight, conv_dtype)
+                self.register_buffer(key, weight.to(dtype).contiguous(memory_format=torch.channels_last),
                                      persistent=False)
                 bias_key = None
                 if len(node.inputs) > 2 and node.inputs[2] in consts:
                     bias_key = f"b{len(self._convs)}"
                     bias = torch.from_numpy(np.array(consts[node.inputs[2]], np.float32)).reshape(-1)
-                    self.register_buffer(bias_key, bias.to(conv_dtype), persistent=False)
+                    self.register_buffer(bias_key, bias.to(dtype), persistent=False)
                 self._convs[node.name] = (key, bias_key)
 
     def _value(self, name: str, env: dict[str, Val]) -> Val:
@@ -220,7 +225,7 @@ class ExportableGraph(nn.Module):
             padding = (0, 0)
         groups = x.shape[1] // weight.shape[1]
         bias = getattr(self, bias_key) if bias_key else None
-        y = F.conv2d(x.to(self.conv_dtype), weight, bias, (sh, sw), padding, (dh, dw), groups)
+        y = F.conv2d(x.to(weight.dtype), weight, bias, (sh, sw), padding, (dh, dw), groups)
         return Val(y.float(), True)
 
     def forward(self, x: Tensor) -> Tensor:
@@ -260,7 +265,8 @@ class CastConv(nn.Module):
 def _cast_convs(module: nn.Module, dtype: torch.dtype) -> None:
     for name, child in module.named_children():
         if isinstance(child, nn.Conv2d):
-            setattr(module, name, CastConv(child, dtype))
+            if precision.conv_dtype(child.weight, dtype) == dtype:
+                setattr(module, name, CastConv(child, dtype))
         else:
             _cast_convs(child, dtype)
 
@@ -316,6 +322,25 @@ def fixed_size_of(metadata: dict[str, str]) -> tuple[int, int] | None:
         return None
     h, w = value.split("x")
     return int(h), int(w)
+
+
+def faithful_conv_dtype(network: nn.Module, pictures: list[Tensor], fast: torch.dtype) -> torch.dtype:
+    """``fast`` where the network's convolutions in ``fast`` stay faithful (:func:`anipaint.quality.faithful`) to
+    its eager float32 network on every picture (NCHW in [-1, 1]), else float32.
+
+    Checked on the export-ready module, eagerly: what a package compiled from it computes. A line drawing
+    (v3-sketch) fails it: its near-binary edges move by a pixel under bf16 rounding."""
+    if fast == torch.float32:
+        return fast
+    module, multiple = for_network(network, fast)
+    for x in pictures:
+        h, w = (max(MIN_MULTIPLES * multiple, n // multiple * multiple) for n in x.shape[-2:])
+        x = torch.nn.functional.interpolate(x, size=(h, w), mode="bilinear", align_corners=False)
+        with torch.inference_mode():
+            want, got = from_tensor(network(x)), from_tensor(module(x))
+        if not faithful(psnr(got, want), far_share(got, want)):
+            return torch.float32
+    return fast
 
 
 def build_package(network: nn.Module, out: Path, conv_dtype: torch.dtype = torch.float32) -> int:

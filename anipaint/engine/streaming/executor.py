@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from anipaint.engine.cpu import has_native_bf16
+from anipaint.engine.precision import fast_conv_dtype
 from anipaint.networks.animeganv2 import LAYER_NORM_EPS, MIN_SIZE, SIZE_MULTIPLE
 from anipaint.networks.padding import alignment_padding
 
@@ -33,7 +33,7 @@ Progress = Callable[[float], None]
 
 def default_dtype() -> torch.dtype:
     """bfloat16 convolutions where the CPU multiplies bf16 natively (2.2x fp32 here), else float32."""
-    return torch.bfloat16 if has_native_bf16() else torch.float32
+    return fast_conv_dtype()
 
 
 def strip_rows(source: Source, stride: int) -> int:

@@ -28,6 +28,7 @@ from anipaint.networks.graph_exec import Val
 from anipaint.networks.graph_module import GraphModule
 from anipaint.networks.graph_ops import resize_bilinear, same_padding
 
+from ..precision import conv_dtype
 from .executor import default_dtype
 from .graph_plan import GraphPlan, Reduction
 from .rows import CONVS, PADS, RESHAPES, Tag, conv_rows, resize_rows
@@ -175,8 +176,9 @@ class StreamedGraph:
         else:
             channels, mult = int(w.shape[2]), int(w.shape[3])
             weight, groups = w.permute(2, 3, 0, 1).reshape(channels * mult, 1, kh, kw), channels
-        bias = plan.value(node.inputs[2]).t.reshape(-1).to(self.dtype) if len(node.inputs) > 2 else None
-        return weight.to(self.dtype).contiguous(memory_format=torch.channels_last), bias, groups
+        dtype = conv_dtype(weight, self.dtype)
+        bias = plan.value(node.inputs[2]).t.reshape(-1).to(dtype) if len(node.inputs) > 2 else None
+        return weight.to(dtype).contiguous(memory_format=torch.channels_last), bias, groups
 
     # ---- one paint --------------------------------------------------------------------------------------------
 
@@ -379,7 +381,7 @@ class _Run:
             left, right = (int(p) for p in node.attrs["explicit_paddings"][4:6])
         else:
             left = right = 0
-        t = t.to(self.s.dtype, memory_format=torch.channels_last)
+        t = t.to(weight.dtype, memory_format=torch.channels_last)
         if left != right:
             t, left = F.pad(t, (left, right)), 0
         with torch.inference_mode():
