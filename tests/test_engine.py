@@ -18,7 +18,7 @@ from anipaint import store
 from anipaint.engine import Engine, backends, load_network, select, threads, tiling
 from anipaint.engine.tensors import from_tensor, to_tensor
 from anipaint.networks.animeganv2 import ReferenceV2
-from anipaint.quality import psnr
+from anipaint.quality import faithful, far_share, psnr
 from anipaint.registry import get_style
 from anipaint.settings import reload_settings
 
@@ -75,13 +75,42 @@ def photos(group_photo, astronaut) -> dict[str, np.ndarray]:
     return out
 
 
-def test_auto_measures_every_backend_and_picks_a_good_one(auto_record):
+def test_auto_measures_every_backend_and_picks_a_faithful_one(auto_record, settings, v2, photos):
+    """Every v2 backend measured; the one chosen is what the engine paints with, and it is faithful to the
+    reference (both criteria) on photos auto never saw."""
     results = auto_record["results"]
     assert set(results) == {"torch", "compiled", "int8", "onnxruntime", "strips"}
+    assert all("error" not in r for r in results.values()), results
     choice = auto_record["choice"]
-    assert choice in results and results[choice]["psnr"] >= PSNR_BAR
-    good = [n for n, r in results.items() if "seconds" in r and r["psnr"] >= PSNR_BAR]
-    assert results[choice]["seconds"] == min(results[n]["seconds"] for n in good)
+    assert results[choice]["faithful"] and choice in auto_record["why"], auto_record
+    style, artefact = v2
+    engine = Engine(style, artefact, settings)
+    assert engine.backend.name == choice
+    reference = ReferenceV2(torch.load(artefact, map_location="cpu", weights_only=True))
+    for photo_name, rgb in photos.items():
+        want, got = from_tensor(reference(to_tensor(rgb))), from_tensor(engine.backend(to_tensor(rgb)))
+        assert faithful(psnr(got, want), far_share(got, want)), (choice, photo_name)
+
+
+def _measured(seconds: float, db: float | None, far: float = 0.0) -> dict:
+    if db is None:
+        return {"seconds": seconds, "reference": True, "faithful": True}
+    return {"seconds": seconds, "psnr": db, "far_share": far, "faithful": faithful(db, far)}
+
+
+def test_auto_prefers_fidelity_within_ten_per_cent_of_the_fastest():
+    # the case seen on a Zen 5: int8 3 % faster than compiled bf16, 8 dB further from the reference
+    choice, why = select.pick({"torch": _measured(0.9, None), "compiled": _measured(0.267, 54.3),
+                               "int8": _measured(0.258, 46.1), "strips": {"error": "RuntimeError: x"}})
+    assert choice == "compiled" and "int8" in why
+    # clearly faster wins; speckled (far-off pixels) or below 40 dB never does
+    assert select.pick({"torch": _measured(0.9, None), "compiled": _measured(0.5, 60.0),
+                        "int8": _measured(0.3, 45.0)})[0] == "int8"
+    choice, why = select.pick({"torch": _measured(0.9, None), "compiled": _measured(0.3, 35.2, 0.02),
+                               "int8": _measured(0.2, 39.0)})
+    assert choice == "torch" and "not faithful: compiled, int8" in why
+    assert select.pick({"torch": _measured(0.30, None), "compiled": _measured(0.29, 60.0)})[0] == "torch"
+    assert select.pick({"compiled": {"error": "x"}})[0] == "torch"
 
 
 @pytest.mark.parametrize("name", ["torch", "compiled", "int8", "onnxruntime", "strips"])
@@ -210,7 +239,8 @@ def test_every_backend_of_a_style_matches_its_eager_network(style_id, settings, 
                 want = from_tensor(network(to_tensor(rgb)))
             got = from_tensor(backend(to_tensor(rgb)))
             assert got.shape == want.shape
-            assert psnr(got, want) >= EAGER_BAR, (style_id, name, photo_name)
+            db, far = psnr(got, want), far_share(got, want)
+            assert faithful(db, far), (style_id, name, photo_name, round(db, 1), f"{far:.4%} far off")
 
 
 @pytest.mark.parametrize("style_id", list(ORIGINALS))
@@ -224,7 +254,7 @@ def test_compiled_graph_matches_the_original_file_in_its_own_runtime(style_id, s
     if not SAMPLE.is_file():
         pytest.skip(f"sample photo {SAMPLE} missing")
     record = auto_of(style_id)
-    assert record["results"]["compiled"]["psnr"] >= EAGER_BAR, record
+    assert record["results"]["compiled"]["faithful"], record
     style = get_style(style_id)
     artefact = store.artefact_path(style, settings)
     backend = backends.open_named("compiled", style, artefact, settings, load_network(style, artefact))
@@ -240,13 +270,14 @@ def test_compiled_graph_matches_the_original_file_in_its_own_runtime(style_id, s
 
 
 @pytest.mark.parametrize("style_id", list(ORIGINALS))
-def test_graph_styles_auto_measures_every_backend_and_chooses_a_good_one(style_id, auto_of):
+def test_graph_styles_auto_measures_every_backend_and_chooses_a_faithful_one(style_id, settings, auto_of):
     record = auto_of(style_id)
     assert set(record["results"]) == {"torch", "compiled", "onnxruntime"}, record
+    assert all("error" not in r for r in record["results"].values()), record
     choice = record["choice"]
-    assert record["results"][choice]["psnr"] >= PSNR_BAR
-    good = [n for n, r in record["results"].items() if r.get("psnr", 0) >= PSNR_BAR]
-    assert record["results"][choice]["seconds"] == min(record["results"][n]["seconds"] for n in good)
+    assert record["results"][choice]["faithful"] and choice in record["why"], record
+    style = get_style(style_id)
+    assert Engine(style, store.artefact_path(style, settings), settings).backend.name == choice
 
 
 # ---- tiling ---------------------------------------------------------------------------------------------

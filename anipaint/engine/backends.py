@@ -303,13 +303,13 @@ def _generic(network) -> bool:
 
 def _build_graph(name: str, network, out: Path, settings: Settings) -> None:
     from anipaint.engine import graph_compile
-    from anipaint.engine.int8 import photos, synthetic_photo
+    from anipaint.engine.int8 import packaged_photos, photos
     from anipaint.engine.precision import fast_conv_dtype
 
     if name == "onnxruntime":
         graph_compile.build_onnx(network, out)
     else:
-        pictures = photos(settings, "check", side=256) or [synthetic_photo(256)]
+        pictures = photos(settings, "check", side=256) + packaged_photos(256)
         dtype = graph_compile.faithful_conv_dtype(network, pictures, fast_conv_dtype())
         graph_compile.build_package(network, out, dtype)
 

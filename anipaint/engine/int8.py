@@ -12,6 +12,7 @@ memory traffic (fp32 outputs), not by multiply rate. Quantising every conv (ONNX
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -25,7 +26,6 @@ from anipaint.settings import Settings
 
 # skimage.data photos (a test dependency): calibration and checking use different pictures where possible.
 CALIBRATION_PHOTOS = ("chelsea", "rocket", "astronaut")
-CHECK_PHOTOS = ("coffee",)
 PHOTO_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp")
 
 
@@ -64,6 +64,20 @@ def synthetic_photo(side: int = 512, seed: int = 0) -> Tensor:
     return (base + blobs + edges + noise).clamp(-1, 1).unsqueeze(0).float()
 
 
+CHECK_PHOTO_DIR = Path(__file__).with_name("check_photos")  # see its README: what they are and their terms
+
+
+def packaged_photos(side: int) -> list[Tensor]:
+    """The photos shipped with the package to check backends on (a flat sky, porcelain and a wall, skin)."""
+    from PIL import Image
+
+    out = []
+    for path in sorted(CHECK_PHOTO_DIR.glob("*.jpg")):
+        with Image.open(path) as im:
+            out.append(_fit(np.asarray(im.convert("RGB")), side))
+    return out
+
+
 def photos(settings: Settings, role: str = "check", side: int = 512, limit: int = 3) -> list[Tensor]:
     """Real photos for calibrating (``role="calibrate"``) or checking backends, long side ``side``.
 
@@ -84,7 +98,7 @@ def photos(settings: Settings, role: str = "check", side: int = 512, limit: int 
     except ImportError:
         data = None
     if data is not None:
-        for name in CALIBRATION_PHOTOS if role == "calibrate" else CHECK_PHOTOS:
+        for name in CALIBRATION_PHOTOS if role == "calibrate" else ():
             try:
                 arrays.append(np.asarray(getattr(data, name)())[..., :3])
             except Exception:  # noqa: BLE001 - a missing optional sample is not an error
