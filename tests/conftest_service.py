@@ -14,6 +14,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -43,7 +44,26 @@ def fast_style() -> str:
     return "v3-cute" if "v3-cute" in usable else usable[0]
 
 
-class Server:
+class _Conveniences:
+    client: httpx.Client
+
+    def submit(self, image: bytes, name: str = "photo.jpg", **fields: object) -> httpx.Response:
+        data = {k: str(v) for k, v in fields.items()}
+        return self.client.post("/api/jobs", files={"image": (name, image, "image/jpeg")}, data=data)
+
+    def wait_job(self, job_id: str, timeout: float = 120.0, headers: dict | None = None, poll: float = 0.1) -> dict:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            res = self.client.get(f"/api/jobs/{job_id}", headers=headers)
+            assert res.status_code == 200, res.text
+            info = res.json()
+            if info["status"] in ("done", "failed"):
+                return info
+            time.sleep(poll)
+        raise TimeoutError(f"job {job_id} not finished after {timeout:.0f} s")
+
+
+class Server(_Conveniences):
     """``python -m anipaint.service`` (which calls ``serve``) with ANIPAINT_* overrides."""
 
     def __init__(
@@ -104,22 +124,6 @@ class Server:
                 self.proc.wait(10)
         self._log.close()
 
-    # -- conveniences ------------------------------------------------------------------------------------------
-    def submit(self, image: bytes, name: str = "photo.jpg", **fields: object) -> httpx.Response:
-        data = {k: str(v) for k, v in fields.items()}
-        return self.client.post("/api/jobs", files={"image": (name, image, "image/jpeg")}, data=data)
-
-    def wait_job(self, job_id: str, timeout: float = 120.0, headers: dict | None = None, poll: float = 0.1) -> dict:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            res = self.client.get(f"/api/jobs/{job_id}", headers=headers)
-            assert res.status_code == 200, res.text
-            info = res.json()
-            if info["status"] in ("done", "failed"):
-                return info
-            time.sleep(poll)
-        raise TimeoutError(f"job {job_id} not finished after {timeout:.0f} s")
-
 
 @contextlib.contextmanager
 def running_server(workdir: Path, **overrides: object) -> Iterator[Server]:
@@ -128,6 +132,92 @@ def running_server(workdir: Path, **overrides: object) -> Iterator[Server]:
     try:
         yield server.wait_ready()
     finally:
+        server.stop()
+
+
+class Gate:
+    """Holds every paint of an in-process server until the test opens it: a queue kept busy for as long as a
+    test needs, without big pictures to paint. ``held()`` is how many paints wait at it now."""
+
+    def __init__(self) -> None:
+        self._open = threading.Event()
+        self._held = 0
+        self._lock = threading.Lock()
+
+    def open(self) -> None:
+        self._open.set()
+
+    def close(self) -> None:
+        self._open.clear()
+
+    def held(self) -> int:
+        with self._lock:
+            return self._held
+
+    def wait_held(self, count: int, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while self.held() < count:
+            assert time.monotonic() < deadline, f"{self.held()} paint(s) at the gate, {count} expected"
+            time.sleep(0.02)
+
+    def wrap(self, runner):  # noqa: ANN001, ANN201 - anipaint.service.jobs.Runner
+        def run(request, progress):  # noqa: ANN001, ANN202
+            with self._lock:
+                self._held += 1
+            try:
+                if not self._open.wait(600):
+                    raise TimeoutError("the test never opened the gate")
+            finally:
+                with self._lock:
+                    self._held -= 1
+            return runner(request, progress)
+
+        return run
+
+
+class InProcessServer(_Conveniences):
+    """The real app (``create_app``) served by uvicorn on a loopback port from a thread of the test process,
+    its painters behind ``gate`` when one is given. For what needs a real socket and a page but not a process
+    of its own; settings are ``reload_settings()`` with ``overrides``."""
+
+    def __init__(self, workdir: Path, gate: Gate | None = None, **overrides: object) -> None:
+        import uvicorn
+
+        from anipaint.service.app import create_app
+        from anipaint.service.jobs import paint_runner
+        from anipaint.settings import reload_settings
+
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.data_dir = workdir / f"jobs-{self.port}"
+        settings = dataclasses.replace(reload_settings(), data_dir=self.data_dir, default_style=fast_style(),
+                                       host="127.0.0.1", port=self.port, log_level="warning", **overrides)
+        runner = paint_runner(settings)
+        app = create_app(settings, runner=gate.wrap(runner) if gate else runner)
+        self.metrics = app.state.metrics
+        self._server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning"))
+        self._thread = threading.Thread(target=self._server.run, name=f"uvicorn-{self.port}", daemon=True)
+        self._thread.start()
+        self.client = httpx.Client(base_url=self.url, timeout=600.0)
+        deadline = time.monotonic() + READY_TIMEOUT
+        while not self._server.started:
+            assert self._thread.is_alive() and time.monotonic() < deadline, "in-process server did not start"
+            time.sleep(0.02)
+
+    def stop(self) -> None:
+        self.client.close()
+        self._server.should_exit = True
+        self._thread.join(60)
+
+
+@contextlib.contextmanager
+def in_process_server(workdir: Path, gate: Gate | None = None, **overrides: object) -> Iterator[InProcessServer]:
+    server = InProcessServer(workdir, gate, **overrides)
+    try:
+        yield server
+    finally:
+        if gate is not None:
+            gate.open()  # let held paints finish so the painters stop
         server.stop()
 
 

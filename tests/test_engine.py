@@ -39,10 +39,10 @@ NON_SQUARE = {**ORIGINALS, "v3-hayao": ("onnx", "animeganv3/AnimeGANv3_Hayao_36_
 
 
 @pytest.fixture(scope="module")
-def settings(sources):
+def settings(prepared_store):
     s = reload_settings()
-    results = store.prepare(["v2-hayao", "v1-hayao", "v3-cute", *ORIGINALS], s)
-    assert results["v2-hayao"] == "ok", results
+    missing = [i for i in ("v2-hayao", "v1-hayao", "v3-cute", *ORIGINALS) if not store.is_prepared(get_style(i), s)]
+    assert not missing, f"not converted: {missing}"
     return dataclasses.replace(s, tile_size=256, tile_overlap=64)
 
 
@@ -53,11 +53,9 @@ def v2(settings):
 
 
 @pytest.fixture(scope="module")
-def auto_record(settings, v2):
+def auto_record(settings, engine_builds):
     """One auto measurement: builds every v2 backend and caches the choice (what `models prepare` does)."""
-    from anipaint.engine import prepare
-
-    return prepare(v2[0], v2[1], settings, "auto")
+    return engine_builds("v2-hayao")
 
 
 def _photo(img: Image.Image, side: int = 512) -> np.ndarray:
@@ -207,19 +205,9 @@ def test_backend_that_does_not_apply_falls_back_to_the_plain_network(settings):
 
 
 @pytest.fixture(scope="module")
-def auto_of(settings):
-    """auto for a style, as `models prepare` runs it (builds its backends once per session, on first use)."""
-    from anipaint.engine import prepare
-
-    records: dict[str, dict] = {}
-
-    def record(style_id: str) -> dict:
-        if style_id not in records:
-            style = get_style(style_id)
-            records[style_id] = prepare(style, store.artefact_path(style, settings), settings, "auto")
-        return records[style_id]
-
-    return record
+def auto_of(engine_builds):
+    """auto for a style, as `models prepare` runs it (builds its backends once per run, on first use)."""
+    return engine_builds
 
 
 @pytest.mark.parametrize("style_id", [*ORIGINALS, "v1-hayao"])

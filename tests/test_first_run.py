@@ -19,7 +19,8 @@ import pytest
 from PIL import Image
 
 from anipaint import store
-from anipaint.settings import Settings
+from anipaint.settings import reload_settings
+from conftest import seed_builds
 from conftest_service import photo_bytes, running_server
 
 # Measuring the engines takes about a minute on a quiet 2-core machine, many times that on a busy one.
@@ -41,17 +42,18 @@ def _paint(server) -> np.ndarray:
     return np.asarray(Image.open(io.BytesIO(base64.b64decode(res.json()["result"]))).convert("RGB"), np.float64)
 
 
-def test_the_page_paints_first_and_the_style_then_moves_to_its_fast_engine(tmp_path, sources):
+def test_the_page_paints_first_and_the_style_then_moves_to_its_fast_engine(tmp_path, sources, engine_builds,
+                                                                           prepared_store):
     src = tmp_path / "sources"
     (src / "animegan2-pytorch").mkdir(parents=True)
     # A real port-format file: the converted v2 Hayao state dict under the port's key names.
-    v2 = store.get_style("v2-hayao")
-    converted = Settings(home=tmp_path / "convert", sources=sources)
-    store.prepare_style(v2, converted)
-    shutil.copy(store.artefact_path(v2, converted), src / "animegan2-pytorch" / "face_paint_512_v2.pt")
+    shutil.copy(store.artefact_path(store.get_style("v2-hayao"), reload_settings()),
+                src / "animegan2-pytorch" / "face_paint_512_v2.pt")
     (src / "animeganv3").mkdir()
     shutil.copy(sources / "animeganv3" / "AnimeGANv3_tiny_Cute.onnx", src / "animeganv3")
     home = tmp_path / "home"
+    engine_builds("v3-cute")
+    seeded = {p: p.stat().st_mtime_ns for p in seed_builds("v3-cute", home)}  # measured and switched to, not compiled
     with running_server(tmp_path, home=home, sources=src, default_style=DEFAULT, background="all",
                         background_nice=0, faces=0) as server:
         first = _paint(server)  # as soon as /readyz says ready: the default style is converted, nothing built
@@ -71,6 +73,7 @@ def test_the_page_paints_first_and_the_style_then_moves_to_its_fast_engine(tmp_p
             [record] = (home / "models" / style_id / "engine").glob("auto-*.json")
             choice = json.loads(record.read_text())["choice"]
             assert styles[style_id]["engine"] == choice  # the live painter runs what auto chose, without a restart
+        assert {p: p.stat().st_mtime_ns for p in seeded} == seeded
         again = _paint(server)
         assert server.client.get("/readyz").json()["styles"] == {DEFAULT: "ready", "v3-cute": "ready"}
     photo = np.asarray(Image.open(io.BytesIO(photo_bytes())).convert("RGB").resize((160, 160)), np.float64)

@@ -19,9 +19,12 @@ from anipaint.registry import all_styles
 from conftest_service import (
     GROUP_PHOTO,
     REPO,
+    Gate,
+    InProcessServer,
     Server,
     commercial_only_server,
     fast_style,
+    in_process_server,
     photo_bytes,
     resized_photo,
     running_server,
@@ -54,8 +57,14 @@ def server(prepared_store: Path, tmp_path_factory: pytest.TempPathFactory):
 
 
 @pytest.fixture(scope="module")
-def busy_server(prepared_store: Path, tmp_path_factory: pytest.TempPathFactory):
-    with running_server(tmp_path_factory.mktemp("page"), queue_size=1, jobs=1) as s:
+def gate() -> Gate:
+    return Gate()
+
+
+@pytest.fixture(scope="module")
+def busy_server(prepared_store: Path, tmp_path_factory: pytest.TempPathFactory, gate: Gate):
+    """The app served from this process with its one painter behind a gate, and one waiting slot."""
+    with in_process_server(tmp_path_factory.mktemp("page"), gate, queue_size=1, jobs=1) as s:
         yield s
 
 
@@ -204,9 +213,11 @@ def test_friendly_errors(server: Server, page_factory) -> None:
     assert "20 MB" in page.inner_text('[data-testid="message"]')
 
 
-def test_busy_message(busy_server: Server, page_factory) -> None:
-    slow = resized_photo(1800, quality=90)
-    accepted = [busy_server.submit(slow, max_side="0", faces="false") for _ in range(2)]
+def test_busy_message(busy_server: InProcessServer, gate: Gate, page_factory) -> None:
+    gate.close()
+    accepted = [busy_server.submit(resized_photo(400), faces="false")]
+    gate.wait_held(1)
+    accepted.append(busy_server.submit(resized_photo(400), faces="false"))
     assert [r.status_code for r in accepted] == [202, 202]
     try:
         # No screenshot in Chinese: test machines often lack CJK fonts, which would only show boxes.
@@ -225,6 +236,7 @@ def test_busy_message(busy_server: Server, page_factory) -> None:
                 page.evaluate("window.scrollTo(0, 0)")
                 _shot(page, shot)
     finally:
+        gate.open()
         for res in accepted:
             assert busy_server.wait_job(res.json()["id"], timeout=600)["status"] == "done"
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+from conftest import seed_builds
 from conftest_service import GROUP_PHOTO, REPO, Server, redis_server, resized_photo
 
 pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None, reason="redis-server is not installed")
@@ -143,14 +144,16 @@ def test_full_queue_answers_busy_and_keeps_accepted_jobs(cluster):
         assert server.wait_job(job_id, timeout=300)["status"] == "done"
 
 
-@pytest.mark.timeout(2400)  # building and measuring the engines: a few minutes on a quiet 2-core machine
-def test_a_worker_moves_onto_its_fast_engine_without_a_restart(sources, tmp_path):
-    """A worker on a machine with nothing built paints at once on the plain engine, builds and measures the fast
-    engines in the background, and its next jobs run on what ``auto`` chose; each job says which engine painted."""
+def test_a_worker_moves_onto_its_fast_engine_without_a_restart(sources, tmp_path, engine_builds):
+    """A worker on a machine with nothing measured paints at once on the plain engine, converts and measures the
+    fast engines in the background (this run's builds copied in: compiling is checked once elsewhere), and its
+    next jobs run on what ``auto`` chose; each job says which engine painted."""
     src = tmp_path / "sources" / "animeganv3"
     src.mkdir(parents=True)
     shutil.copy(sources / "animeganv3" / "AnimeGANv3_tiny_Cute.onnx", src)
     home, style = tmp_path / "home", "v3-cute"
+    engine_builds(style)
+    seed_builds(style, home)
     settings = dict(home=home, sources=src.parent, default_style=style, faces=0)
     with redis_server(tmp_path) as url:
         worker = Worker("fresh", url, tmp_path, background="all", background_nice=0, **settings)

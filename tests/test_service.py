@@ -12,7 +12,17 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from conftest_service import Server, fast_style, jpeg, photo_bytes, resized_photo, running_server
+from conftest_service import (
+    Gate,
+    InProcessServer,
+    Server,
+    fast_style,
+    in_process_server,
+    jpeg,
+    photo_bytes,
+    resized_photo,
+    running_server,
+)
 
 pytestmark = pytest.mark.timeout(900)  # generous: the suite shares two cores with others
 
@@ -33,9 +43,14 @@ def strict_server(prepared_store: Path, tmp_path_factory: pytest.TempPathFactory
 
 
 @pytest.fixture(scope="module")
-def busy_server(prepared_store: Path, tmp_path_factory: pytest.TempPathFactory):
-    """One painter and one waiting slot; /predict waits as long as a loaded test machine needs."""
-    with running_server(tmp_path_factory.mktemp("service"), queue_size=1, jobs=1, request_timeout=600) as s:
+def gate() -> Gate:
+    return Gate()
+
+
+@pytest.fixture(scope="module")
+def busy_server(prepared_store: Path, tmp_path_factory: pytest.TempPathFactory, gate: Gate):
+    """One painter behind a gate the test opens, one waiting slot; /predict waits as long as it takes."""
+    with in_process_server(tmp_path_factory.mktemp("service"), gate, queue_size=1, jobs=1, request_timeout=600) as s:
         yield s
 
 
@@ -274,32 +289,37 @@ def test_predict_gives_up_after_request_timeout(strict_server: Server) -> None:
 
 
 # -- the queue under load ------------------------------------------------------------------------------------------
-def test_full_queue_says_503_and_keeps_accepted_jobs(busy_server: Server) -> None:
+def test_full_queue_says_503_and_keeps_accepted_jobs(busy_server: InProcessServer, gate: Gate) -> None:
     c = busy_server.client
-    slow = resized_photo(1800, quality=90)  # painted at full size: seconds per job on a small CPU
-    answers = [busy_server.submit(slow, max_side="0", faces="false") for _ in range(4)]
-    answers.append(c.post("/predict", files={"image": ("g.jpg", slow, "image/jpeg")}, data={"max_side": "0"}))
+    photo = resized_photo(600)
+    gate.close()
+    first = busy_server.submit(photo, faces="false")
+    gate.wait_held(1)  # the one painter holds the first job
+    answers = [first] + [busy_server.submit(photo, faces="false") for _ in range(3)]
+    answers.append(c.post("/predict", files={"image": ("g.jpg", photo, "image/jpeg")}))
     codes = [r.status_code for r in answers]
     assert codes == [202, 202, 503, 503, 503], codes
     for refused in answers[2:]:
         assert int(refused.headers["retry-after"]) >= 1
         assert "busy" in _detail(refused)
+    assert c.get(f"/api/jobs/{answers[0].json()['id']}").json()["status"] == "running"
     queued = c.get(f"/api/jobs/{answers[1].json()['id']}").json()
-    assert queued["status"] in ("queued", "running", "done")
-    if queued["status"] == "queued":
-        assert queued["position"] == 1
+    assert queued["status"] == "queued" and queued["position"] == 1, queued
 
     metrics = c.get("/metrics").text
-    assert "anipaint_queue_depth" in metrics and "anipaint_jobs_running" in metrics
+    assert "anipaint_queue_depth 1.0" in metrics and "anipaint_jobs_running 1.0" in metrics
 
+    gate.open()
     for accepted in answers[:2]:
         info = busy_server.wait_job(accepted.json()["id"], timeout=600)
         assert info["status"] == "done", info
-        assert max(info["width"], info["height"]) == 1800
+        assert max(info["width"], info["height"]) == 512
 
-    # Free again: /predict takes its turn behind a job that is already running.
-    first = busy_server.submit(resized_photo(1200), max_side="0", faces="false")
-    assert first.status_code == 202
+    # Free again: /predict takes its turn behind a job that is already running, rather than being refused.
+    gate.close()
+    running = busy_server.submit(photo, faces="false")
+    assert running.status_code == 202
+    gate.wait_held(1)
     waited: dict = {}
     t = threading.Thread(
         target=lambda: waited.update(
@@ -311,9 +331,12 @@ def test_full_queue_says_503_and_keeps_accepted_jobs(busy_server: Server) -> Non
         )
     )
     t.start()
+    t.join(1.0)
+    assert t.is_alive() and not waited  # waiting behind the held job, not refused
+    gate.open()
     t.join(600)
     assert waited["res"].status_code == 200, waited["res"].text
-    assert busy_server.wait_job(first.json()["id"])["status"] == "done"
+    assert busy_server.wait_job(running.json()["id"])["status"] == "done"
 
     metrics = c.get("/metrics").text
     samples = {

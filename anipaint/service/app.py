@@ -19,6 +19,7 @@ from fastapi.staticfiles import StaticFiles
 from anipaint import __version__
 from anipaint.service import errors
 from anipaint.service.guards import ApiKeys, SecurityHeaders, UploadGate, load_keys
+from anipaint.service.jobs import Runner
 from anipaint.service.local_queue import JobQueue, LocalJobQueue
 from anipaint.service.metrics import ServiceMetrics
 from anipaint.service.readiness import Readiness
@@ -30,12 +31,14 @@ from anipaint.settings import Settings, get_settings
 log = logging.getLogger("anipaint.service")
 
 
-def create_app(settings: Settings | None = None, queue: JobQueue | None = None) -> FastAPI:
-    """The FastAPI app. ``queue`` defaults to a :class:`LocalJobQueue` with ``settings.jobs`` painters, or to
-    Celery workers when ``settings.broker_url`` is set (then this process paints nothing itself)."""
+def create_app(settings: Settings | None = None, queue: JobQueue | None = None, runner: Runner | None = None
+               ) -> FastAPI:
+    """The FastAPI app. ``queue`` defaults to a :class:`LocalJobQueue` with ``settings.jobs`` painters running
+    ``runner`` (the painter by default), or to Celery workers when ``settings.broker_url`` is set (then this
+    process paints nothing itself)."""
     s = settings if settings is not None else get_settings()
     metrics = ServiceMetrics()
-    job_queue: JobQueue = queue if queue is not None else _default_queue(s, metrics)
+    job_queue: JobQueue = queue if queue is not None else _default_queue(s, metrics, runner)
     metrics.watch(job_queue)
 
     @asynccontextmanager
@@ -86,9 +89,9 @@ def create_app(settings: Settings | None = None, queue: JobQueue | None = None) 
     return app
 
 
-def _default_queue(s: Settings, metrics: ServiceMetrics) -> JobQueue:
+def _default_queue(s: Settings, metrics: ServiceMetrics, runner: Runner | None) -> JobQueue:
     if s.broker_url:
         from anipaint.service.celery_queue import CeleryJobQueue
 
         return CeleryJobQueue(s)
-    return LocalJobQueue(s, observer=metrics)
+    return LocalJobQueue(s, runner, observer=metrics)
