@@ -1,6 +1,6 @@
 # Two commands a new machine needs: `make serve` (set up, serve the page at once; the models are converted and
 # optimised in the background) and `make test`. `make models` does all the model work up front instead.
-.PHONY: setup setup-test models serve test lint bench
+.PHONY: setup setup-test models serve test test-fast lint bench
 
 setup:
 	bash scripts/setup.sh
@@ -17,7 +17,12 @@ serve: setup
 test: setup-test
 	.venv/bin/ruff check .
 	.venv/bin/lint-imports
-	.venv/bin/python -m pytest -q -ra
+	.venv/bin/python -m pytest -q -ra --durations=30
+
+# The inner loop: everything but engine builds and TensorFlow references.
+test-fast: setup-test
+	.venv/bin/ruff check .
+	.venv/bin/python -m pytest -q -ra --durations=30 -m "not builds and not tensorflow"
 
 bench: models
 	.venv/bin/anipaint bench --json artifacts/bench.json

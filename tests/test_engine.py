@@ -173,9 +173,8 @@ def test_cache_key_changes_with_weights(tmp_path, v2):
     assert backends.engine_key(other) != backends.engine_key(artefact)
 
 
-def test_v1_runs_in_strips_and_auto_measures_that(settings, photos):
+def test_v1_runs_in_strips_and_auto_measures_that(settings, photos, engine_builds):
     """v1 has two backends: its eager module and the strip executor (same pixels, channels-last, bf16)."""
-    from anipaint.engine import prepare
 
     style = get_style("v1-hayao")
     artefact = store.artefact_path(style, settings)
@@ -186,7 +185,7 @@ def test_v1_runs_in_strips_and_auto_measures_that(settings, photos):
         with torch.inference_mode():
             want = from_tensor(network(to_tensor(rgb)))
         assert psnr(from_tensor(strips(to_tensor(rgb))), want) >= PSNR_BAR, photo_name
-    record = prepare(style, artefact, settings, "auto")
+    record = engine_builds("v1-hayao")
     assert set(record["results"]) == {"torch", "compiled", "strips"}
     assert record["choice"] in record["results"]
     assert Engine(style, artefact, settings).backend_name == record["choice"]
@@ -232,25 +231,20 @@ def test_every_backend_of_a_style_matches_its_eager_network(style_id, settings, 
 
 
 @pytest.mark.parametrize("style_id", list(ORIGINALS))
-def test_compiled_graph_matches_the_original_file_in_its_own_runtime(style_id, settings, auto_of, tmp_path):
+def test_compiled_graph_matches_the_original_file_in_its_own_runtime(style_id, settings, auto_of, original_outputs):
     """The compiled v3 styles against the original .tflite (LiteRT) / .pb (TensorFlow) on real photos."""
-    from test_graph_import import HAVE_LITERT, HAVE_TF, SAMPLE, photos, reference
+    from test_graph_import import photos
 
     kind, source = ORIGINALS[style_id]
-    if not (HAVE_LITERT if kind == "tflite" else HAVE_TF):
-        pytest.skip(f"the runtime for {kind} (test-only) is not installed")
-    if not SAMPLE.is_file():
-        pytest.skip(f"sample photo {SAMPLE} missing")
     record = auto_of(style_id)
     assert record["results"]["compiled"]["faithful"], record
     style = get_style(style_id)
     artefact = store.artefact_path(style, settings)
     backend = backends.open_named("compiled", style, artefact, settings, load_network(style, artefact))
     inputs = {**photos(512, 512), "group_384x640": photos(384, 640)["group"]}
-    want = reference(kind, settings.sources / source, photos(512, 512), tmp_path)
+    want = dict(original_outputs(kind, settings.sources / source, photos(512, 512)))
     wide_kind, wide_source = NON_SQUARE[style_id]
-    want.update(reference(wide_kind, settings.sources / wide_source, {"group_384x640": inputs["group_384x640"]},
-                          tmp_path))
+    want.update(original_outputs(wide_kind, settings.sources / wide_source, {"group_384x640": inputs["group_384x640"]}))
     for key, x in inputs.items():
         got = backend(torch.from_numpy(x).permute(0, 3, 1, 2)).permute(0, 2, 3, 1).numpy()
         # both in [-1, 1]: the same PSNR as on 8-bit pictures with a peak-to-peak of 2

@@ -14,7 +14,7 @@ import torch
 from PIL import Image
 
 from anipaint import store
-from anipaint.engine import backends, load_network, prepare
+from anipaint.engine import backends, load_network
 from anipaint.faces import get_face_detector
 from anipaint.faces.align import align_face
 from anipaint.quality import psnr
@@ -29,12 +29,12 @@ FAST = ("compiled", "onnxruntime")
 
 
 @pytest.fixture(scope="module")
-def face_model(sources):
+def face_model(prepared_store, engine_builds):
     """The style, its artefact, eager network and auto record (builds and measures once, as `models prepare`)."""
     settings = get_settings()
     style = get_style(STYLE)
-    artefact = store.ensure_prepared(style, settings)
-    record = prepare(style, artefact, settings, "auto")
+    artefact = store.artefact_path(style, settings)
+    record = engine_builds(STYLE)
     return style, artefact, load_network(style, artefact), record
 
 

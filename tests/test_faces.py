@@ -24,7 +24,6 @@ from conftest import SOURCES
 
 YUNET = SOURCES / "face" / "face_detection_yunet_2023mar_dynamic.onnx"
 YUNET_FIXED = SOURCES / "face" / "face_detection_yunet_2023mar.onnx"
-CUTE = SOURCES / "animeganv3" / "AnimeGANv3_tiny_Cute.onnx"
 
 skimage_data = pytest.importorskip("skimage.data")
 pytestmark = pytest.mark.skipif(not (YUNET.is_file() and GROUP.is_file()), reason="shared models/samples missing")
@@ -33,23 +32,6 @@ pytestmark = pytest.mark.skipif(not (YUNET.is_file() and GROUP.is_file()), reaso
 def make_detector(model: Path = YUNET, **kw) -> FaceDetector:
     opts = dict(score_threshold=0.7, min_size=24, detect_max_side=1024, cache_size=8, cache_ttl=600.0)
     return FaceDetector(model, **{**opts, **kw})
-
-
-def _onnx_paint():
-    ort = pytest.importorskip("onnxruntime")
-    if not CUTE.is_file():
-        pytest.skip("AnimeGANv3 tiny Cute model missing")
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = 2
-    session = ort.InferenceSession(str(CUTE), opts, providers=["CPUExecutionProvider"])
-
-    def paint(rgb: np.ndarray) -> np.ndarray:
-        h, w = rgb.shape[:2]
-        padded = cv2.copyMakeBorder(rgb, 0, -h % 32, 0, -w % 32, cv2.BORDER_REFLECT_101)  # stride 32
-        y = session.run(None, {"AnimeGANv3_input:0": padded[None].astype(np.float32) / 127.5 - 1})[0][0]
-        return np.clip((y[:h, :w] + 1) * 127.5 + 0.5, 0, 255).astype(np.uint8)
-
-    return paint
 
 
 class CachedPainter:
@@ -76,13 +58,11 @@ def enhance_faces(source, painted, faces, paint: CachedPainter, **kw) -> np.ndar
 
 
 @pytest.fixture(scope="module")
-def paint() -> CachedPainter:
-    try:
-        from anipaint import get_painter
+def paint(prepared_store) -> CachedPainter:
+    """The package's own painter: a painter that cannot load fails these tests rather than being replaced."""
+    from anipaint import get_painter
 
-        return CachedPainter(get_painter("v3-cute").warm().paint_array)
-    except Exception:  # the package's painter cannot load here (yet): the same model through ONNX Runtime
-        return CachedPainter(_onnx_paint())
+    return CachedPainter(get_painter("v3-cute").warm().paint_array)
 
 
 def capped(rgb: np.ndarray, side: int) -> np.ndarray:

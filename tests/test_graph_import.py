@@ -7,8 +7,6 @@ share a process with torch. PSNR is over the [-1, 1] range (peak-to-peak 2), i.e
 from __future__ import annotations
 
 import importlib.util
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -44,15 +42,6 @@ def photos(h: int, w: int) -> dict[str, np.ndarray]:
     return {"group": prep(np.asarray(Image.open(SAMPLE).convert("RGB"))), "astronaut": prep(data.astronaut())}
 
 
-def reference(kind: str, model: Path, arrays: dict[str, np.ndarray], tmp: Path) -> dict[str, np.ndarray]:
-    src, dst = tmp / f"ref_in_{kind}.npz", tmp / f"ref_out_{kind}.npz"
-    np.savez(src, **arrays)
-    proc = subprocess.run([sys.executable, str(ROOT / "tests" / "tf_reference.py"), kind, str(model), str(src),
-                           str(dst)], capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return dict(np.load(dst))
-
-
 def run_nhwc(model: torch.nn.Module, x: np.ndarray) -> np.ndarray:
     with torch.no_grad():
         return model(torch.from_numpy(x).permute(0, 3, 1, 2)).permute(0, 2, 3, 1).numpy()
@@ -69,7 +58,7 @@ def psnr(a: np.ndarray, b: np.ndarray) -> float:
 @needs_models
 @needs_tf
 @pytest.mark.parametrize("style", ["hayao", "shinkai"])
-def test_v1_named_network_matches_tensorflow(style: str, tmp_path: Path) -> None:
+def test_v1_named_network_matches_tensorflow(style: str, tmp_path: Path, original_outputs) -> None:
     from anipaint.networks.animeganv1 import AnimeGANv1Generator
 
     folder = MODELS / "animegan_v1" / style
@@ -79,7 +68,7 @@ def test_v1_named_network_matches_tensorflow(style: str, tmp_path: Path) -> None
     net.eval()
     assert facts["parameters"] == sum(p.numel() for p in net.parameters())
     inputs = {"group_256x256": photos(256, 256)["group"], "astronaut_256x384": photos(256, 384)["astronaut"]}
-    ref = reference("tfjs", folder / "model.json", inputs, tmp_path)
+    ref = original_outputs("tfjs", folder / "model.json", inputs)
     for key, x in inputs.items():
         value = psnr(run_nhwc(net, x), ref[key])
         print(f"v1-{style} {key}: named network vs TensorFlow PSNR {value:.1f} dB")
@@ -106,14 +95,14 @@ def test_v1_graph_module_equals_named_network() -> None:
 
 @needs_models
 @needs_tf
-def test_v3_shinkai_graph_module_matches_tensorflow(tmp_path: Path) -> None:
+def test_v3_shinkai_graph_module_matches_tensorflow(tmp_path: Path, original_outputs) -> None:
     facts = convert_pb([SHINKAI_PB], tmp_path)
     assert facts["nodes"] > 100 and facts["parameters"] > 1_000_000
     gm = GraphModule.from_file(tmp_path / "model.pt").eval()
     assert gm.size_multiple == 8
     inputs = {f"{k}_512x512": v for k, v in photos(512, 512).items()}
     inputs["group_384x640"] = photos(384, 640)["group"]
-    ref = reference("pb", SHINKAI_PB, inputs, tmp_path)
+    ref = original_outputs("pb", SHINKAI_PB, inputs)
     for key, x in inputs.items():
         value = psnr(run_nhwc(gm, x), ref[key])
         print(f"v3-shinkai {key}: GraphModule vs TensorFlow PSNR {value:.1f} dB")
@@ -139,11 +128,11 @@ def test_graph_artefact_loads_with_weights_only(tmp_path: Path) -> None:
 
 @needs_models
 @pytest.mark.skipif(not HAVE_LITERT, reason="ai_edge_litert (test-only) not installed")
-def test_v3_hayao_tflite_graph_matches_interpreter(tmp_path: Path) -> None:
+def test_v3_hayao_tflite_graph_matches_interpreter(tmp_path: Path, original_outputs) -> None:
     tflite_mod = pytest.importorskip("anipaint.importers.tflite")
     gm = GraphModule(tflite_mod.read_tflite(HAYAO_TFLITE)).eval()
     inputs = photos(512, 512)
-    ref = reference("tflite", HAYAO_TFLITE, inputs, tmp_path)
+    ref = original_outputs("tflite", HAYAO_TFLITE, inputs)
     ours = {}
     for key, x in inputs.items():
         ours[key] = run_nhwc(gm, x)
