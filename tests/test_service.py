@@ -349,3 +349,18 @@ def test_full_queue_says_503_and_keeps_accepted_jobs(busy_server: InProcessServe
     assert samples['anipaint_stage_seconds_count{stage="paint"}'] >= 4
     assert samples['anipaint_stage_seconds_count{stage="queue"}'] >= 4
     assert samples["anipaint_queue_depth"] == 0
+
+
+def test_a_v3_full_resolution_job_without_scratch_space_is_507_before_painting(prepared_store: Path,
+                                                                               tmp_path: Path) -> None:
+    """Graph styles (v3) paint full resolution layer by layer in scratch files, as v1/v2 do: the free-space check
+    at the door applies to them too."""
+    gate = Gate()
+    gate.close()
+    with in_process_server(tmp_path, gate, scratch_reserve_bytes=1 << 60) as server:  # no disk has that much
+        res = server.submit(resized_photo(1400), style="v3-hayao", max_side="0", faces="false")
+        assert res.status_code == 507, res.text
+        assert "scratch space" in _detail(res) and int(res.headers["retry-after"]) >= 1
+        assert gate.held() == 0 and not list(server.data_dir.glob("*"))  # nothing was queued or painted
+        small = server.submit(resized_photo(1400), style="v3-hayao", faces="false")  # capped at 512: no scratch
+        assert small.status_code == 202, small.text

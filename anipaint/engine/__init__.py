@@ -57,7 +57,7 @@ class Engine:
         """Whether large pictures run layer by layer with whole-picture statistics (else in tiles)."""
         if self.settings.large_mode.lower() != "exact":
             return False
-        return "strips" in backends.applicable(self.style) or self._streamed_network() is not None
+        return get_architecture(self.style.architecture).streams and self._streamed_network() is not None
 
     def _streamed_network(self):
         from anipaint.engine.streaming import for_network

@@ -30,6 +30,10 @@ class Architecture:
     backends: tuple[str, ...]  # engine backends that can run it, the plain one ("torch") first
     reference: Callable[[Path, Network], Network] | None = None  # the yardstick; None: the eager network itself
     description: str = ""
+    # Full-resolution pictures are painted exactly, layer by layer over row strips in scratch files
+    # (anipaint.engine.streaming), so they need scratch space. For imported graphs: those whose ops all stream;
+    # the others paint in tiles, and the service's scratch check is then on the safe side.
+    streams: bool = False
 
 
 def _state_dict(artefact: Path) -> dict[str, Any]:
@@ -74,17 +78,18 @@ ARCHITECTURES: dict[str, Architecture] = {
     for row in (
         Architecture(
             "animeganv2", "model.pt", _v2("tf"), ("torch", "compiled", "int8", "onnxruntime", "strips"),
-            reference=_v2_reference,
+            reference=_v2_reference, streams=True,
             description="AnimeGANv2 with the official TensorFlow graph's semantics (TF1 resize, eps 1e-12)",
         ),
         Architecture(
             # The fast export graphs compute TF semantics, so only the strip executor (which follows the
             # module's semantics) speeds these up.
-            "animeganv2-port", "model.pt", _v2("port"), ("torch", "strips"),
+            "animeganv2-port", "model.pt", _v2("port"), ("torch", "strips"), streams=True,
             description="AnimeGANv2 with the PyTorch port's semantics (align_corners resize, eps 1e-5)",
         ),
-        Architecture("animeganv1", "model.pt", _v1, ("torch", "compiled", "strips"), description="AnimeGAN v1"),
-        Architecture("graph", "model.pt", _graph, ("torch", "compiled", "onnxruntime"),
+        Architecture("animeganv1", "model.pt", _v1, ("torch", "compiled", "strips"), streams=True,
+                     description="AnimeGAN v1"),
+        Architecture("graph", "model.pt", _graph, ("torch", "compiled", "onnxruntime"), streams=True,
                      description="an imported graph (graph IR)"),
     )
 }

@@ -10,8 +10,9 @@ from fastapi import Depends, File, Form, HTTPException, Request, UploadFile
 from pydantic import Field
 
 from anipaint import imaging, scratch, store
-from anipaint.engine import backends, tiling
+from anipaint.engine import tiling
 from anipaint.errors import ImageError, ImageTooLargeError, LicenceError, OptionError, StyleError
+from anipaint.networks.architectures import get_architecture
 from anipaint.painter import check_background
 from anipaint.registry import ALIASES, Style, all_styles
 from anipaint.service.jobs import JobInfo, JobRequest, QueueFullError, UnknownJobError
@@ -118,7 +119,7 @@ def check_full_resolution(s: Settings, style: Style, width: int, height: int) ->
             f"full resolution is limited to {budget / 1e6:.1f} MP here and this picture has {pixels / 1e6:.1f} MP; "
             "choose a smaller size (max_side)",
         )
-    streams = "strips" in backends.applicable(style) and s.large_mode.lower() == "exact"
+    streams = get_architecture(style.architecture).streams and s.large_mode.lower() == "exact"
     if streams and tiling.needs_tiling(height, width, s.tile_size):
         if scratch.free_bytes(s) < scratch.needed_bytes(width, height) + s.scratch_reserve_bytes:
             raise HTTPException(
