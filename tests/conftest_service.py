@@ -189,7 +189,7 @@ class InProcessServer(_Conveniences):
 
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.data_dir = workdir / f"jobs-{self.port}"
+        self.data_dir = Path(overrides.pop("data_dir", None) or workdir / f"jobs-{self.port}")
         settings = dataclasses.replace(reload_settings(), data_dir=self.data_dir, default_style=fast_style(),
                                        host="127.0.0.1", port=self.port, log_level="warning", **overrides)
         runner = paint_runner(settings)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest_service import Server, resized_photo, running_server
+from conftest_service import Gate, InProcessServer, Server, in_process_server, resized_photo, running_server
 
 pytestmark = pytest.mark.timeout(300)
 HEADERS = {
@@ -20,12 +20,14 @@ HEADERS = {
 
 @pytest.fixture(scope="module")
 def server(prepared_store, tmp_path_factory):
+    """A real ``python -m anipaint.service``: no ``server`` banner and the early 413 come from the uvicorn
+    configuration of ``serve()``, which the in-process server does not use."""
     with running_server(tmp_path_factory.mktemp("access")) as s:
         yield s
 
 
-def _post(server: Server, route: str = "/api/jobs", headers: dict | None = None, image: bytes | None = None,
-          **fields: str):
+def _post(server: Server | InProcessServer, route: str = "/api/jobs", headers: dict | None = None,
+          image: bytes | None = None, **fields: str):
     return server.client.post(
         route,
         files={"image": ("p.jpg", image or resized_photo(200), "image/jpeg")},
@@ -81,26 +83,27 @@ def test_cors_is_closed_by_default(server: Server) -> None:
 
 
 def test_cors_and_metrics_follow_their_settings(prepared_store, tmp_path: Path) -> None:
-    with running_server(tmp_path, cors_origins="https://app.example", metrics_allow="10.0.0.0/8") as s:
+    with in_process_server(tmp_path, cors_origins="https://app.example", metrics_allow="10.0.0.0/8") as s:
         res = s.client.get("/api/styles", headers={"Origin": "https://app.example"})
         assert res.headers["access-control-allow-origin"] == "https://app.example"
         other = s.client.get("/api/styles", headers={"Origin": "https://elsewhere.example"})
         assert "access-control-allow-origin" not in other.headers
         metrics = s.client.get("/metrics")
         assert metrics.status_code == 403 and metrics.json()["detail"]
-    with running_server(tmp_path, metrics_allow="127.0.0.1, ::1") as s:
+    with in_process_server(tmp_path, metrics_allow="127.0.0.1, ::1") as s:
         assert s.client.get("/metrics").status_code == 200
 
 
 def test_api_keys_own_their_jobs_and_have_limits(prepared_store, tmp_path: Path) -> None:
     keys = tmp_path / "keys.txt"
     keys.write_text("# one key a line\nalpha-key-1\nbeta-key-2\n")
-    with running_server(tmp_path, api_keys=str(keys), key_rate=200, key_jobs=1) as s:
+    gate = Gate()  # closed: alpha's job waits at it, queued or painting, until the test opens it
+    with in_process_server(tmp_path, gate, api_keys=str(keys), key_rate=200, key_jobs=1) as s:
         alpha, beta = {"X-API-Key": "alpha-key-1"}, {"Authorization": "Bearer beta-key-2"}
         assert s.client.get("/").status_code == 200 and s.client.get("/healthz").status_code == 200
         for res in (_post(s), s.client.get("/api/styles"), _post(s, headers={"X-API-Key": "wrong"})):
             assert res.status_code == 401 and res.json()["detail"], res.text
-        job = _post(s, headers=alpha, image=resized_photo(1000), max_side="original", style="v2-hayao")  # seconds
+        job = _post(s, headers=alpha)
         assert job.status_code == 202, job.text
         job_id = job.json()["id"]
         assert s.client.get(f"/api/jobs/{job_id}", headers=beta).status_code == 404
@@ -110,6 +113,7 @@ def test_api_keys_own_their_jobs_and_have_limits(prepared_store, tmp_path: Path)
         assert _post(s, headers=beta).status_code == 202  # beta has its own share
         info = s.client.get(f"/api/jobs/{job_id}", headers=alpha)
         assert info.status_code == 200
+        gate.open()
         assert s.wait_job(job_id, headers=alpha, poll=1.0)["status"] == "done"
         assert s.client.get(f"/api/jobs/{job_id}/result", headers=alpha).status_code == 200
         answers = [s.client.get("/api/config", headers=beta).status_code for _ in range(205)]

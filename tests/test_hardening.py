@@ -14,7 +14,17 @@ from pathlib import Path
 
 import pytest
 
-from conftest_service import REPO, Server, photo_bytes, resized_photo, running_server
+from conftest_service import (
+    READY_TIMEOUT,
+    REPO,
+    Gate,
+    InProcessServer,
+    Server,
+    in_process_server,
+    photo_bytes,
+    resized_photo,
+    running_server,
+)
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -31,18 +41,32 @@ def _no_paths(text: str, *paths: Path) -> None:
         assert str(path) not in text and "/tmp" not in text, text
 
 
-def _predict(server: Server, image: bytes, **fields):
+def _predict(server: Server | InProcessServer, image: bytes, **fields):
     data = {"faces": "false", **{k: str(v) for k, v in fields.items()}}
     return server.client.post("/predict", files={"image": ("p.jpg", image, "image/jpeg")}, data=data)
 
 
+def _ready(server: InProcessServer) -> InProcessServer:
+    """Wait for /readyz as ``running_server`` does (the in-process server answers before its painter is warm)."""
+    deadline = time.monotonic() + READY_TIMEOUT
+    while (ready := server.client.get("/readyz")).status_code != 200:
+        assert time.monotonic() < deadline, f"not ready after {READY_TIMEOUT:.0f} s: {ready.text}"
+        time.sleep(0.1)
+    return server
+
+
 def test_a_failed_status_write_fails_the_job_and_the_painter_lives_on(prepared_store, tmp_path: Path) -> None:
     """The state file of a running job cannot be written (a folder sits where its temporary file goes)."""
-    with running_server(tmp_path, jobs=1) as server:
-        res = server.submit(photo_bytes(), faces="true")
+    gate = Gate()  # closed: the job is running (its state says so) but paints only once the folder is in place
+    with in_process_server(tmp_path, gate, jobs=1) as server:
+        _ready(server)
+        res = server.submit(resized_photo(200), faces="false")
         assert res.status_code == 202, res.text
         job_id = res.json()["id"]
+        gate.wait_held(1)
+        assert server.client.get(f"/api/jobs/{job_id}").json()["status"] == "running"
         (server.data_dir / f"{job_id}.json.tmp").mkdir()
+        gate.open()
         info = server.wait_job(job_id, timeout=120)
         assert info["status"] == "failed" and info["error"], info
         _no_paths(info["error"], server.data_dir)
@@ -52,7 +76,8 @@ def test_a_failed_status_write_fails_the_job_and_the_painter_lives_on(prepared_s
 
 
 def test_an_unwritable_job_folder_makes_the_server_unready_not_broken(prepared_store, tmp_path: Path) -> None:
-    with running_server(tmp_path, jobs=1) as server:
+    with in_process_server(tmp_path, jobs=1) as server:
+        _ready(server)
         shutil.rmtree(server.data_dir)
         server.data_dir.write_text("a file where the job folder was")
         ready = server.client.get("/readyz")
@@ -78,6 +103,7 @@ def _small_files(limit: int):
 
 
 def test_a_full_disk_is_507_with_no_partial_files(prepared_store, tmp_path: Path) -> None:
+    """A subprocess server: the file-size limit applies to the whole process it is set in."""
     with running_server(tmp_path, preexec_fn=_small_files(150_000), jobs=1, log_level="error") as server:
         big = _predict(server, photo_bytes(), max_side=512)  # a 512 px PNG is larger than 150 KB
         assert big.status_code == 507, big.text
@@ -104,14 +130,16 @@ def test_the_server_refuses_to_start_on_an_unwritable_job_folder(prepared_store,
 
 
 def test_the_sweeper_deletes_only_what_the_service_wrote(prepared_store, tmp_path: Path) -> None:
-    data = tmp_path / "shared-data"
+    # the strangers are in the job folder before the server starts: its first sweep and its recovery see them too
+    data = tmp_path / "jobs"
     data.mkdir()
     strangers = [data / "notes.txt", data / "backup.json", data / "ABCDEFGHIJKLMNOPQRSTUVWX.txt", data / "x.png"]
     two_hours_ago = time.time() - 7200
     for path in strangers:
         path.write_text("not the service's")
         os.utime(path, (two_hours_ago, two_hours_ago))
-    with running_server(tmp_path, data_dir=data, result_ttl=1) as server:
+    with in_process_server(tmp_path, result_ttl=1.0, data_dir=data) as server:
+        assert server.data_dir == data
         job_id = server.submit(resized_photo(200), faces="false").json()["id"]
         assert server.wait_job(job_id)["status"] == "done"
         deadline = time.monotonic() + 15
