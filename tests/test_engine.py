@@ -8,6 +8,8 @@ No timing assertions: speed is the benchmark's business (``anipaint bench``).
 from __future__ import annotations
 
 import dataclasses
+import json
+import shutil
 
 import numpy as np
 import pytest
@@ -410,3 +412,21 @@ def test_policy_is_applied_to_torch_and_onnxruntime(settings, v2):
     assert torch.get_num_interop_threads() == 1
     opts = threads.ort_options()
     assert opts.intra_op_num_threads == n and opts.inter_op_num_threads == 1
+
+
+def test_auto_paints_on_the_plain_network_when_its_build_does_not_load(settings, v2, auto_record, tmp_path):
+    """A compiled package that can't be unpacked (a full disk, a damaged file) must not keep a server from
+    painting: ``auto`` falls back to the eager network with a warning."""
+    style, artefact = v2
+    home = dataclasses.replace(settings, home=tmp_path / "home")
+    key = backends.engine_key(artefact)
+    store.style_dir(style, home).mkdir(parents=True)
+    shutil.copy(artefact, store.artefact_path(style, home))
+    backends.cache_dir(style, home).mkdir()
+    backends.build_path("compiled", style, home, key).write_bytes(b"PK\x03\x04 not a whole package")
+    backends.auto_path(style, home, key).write_text(json.dumps({"choice": "compiled", "key": key}))
+    backend = backends.open_backend(style, store.artefact_path(style, home), home, load_network(style, artefact))
+    assert backend.name == "torch"
+    with pytest.raises(RuntimeError):  # asked for by name, the failure is the answer
+        backends.open_backend(style, store.artefact_path(style, home), home, load_network(style, artefact),
+                              "compiled")

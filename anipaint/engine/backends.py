@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import tempfile
 import threading
@@ -52,6 +53,7 @@ from anipaint.networks.padding import pad_to_multiple
 from anipaint.registry import Style
 from anipaint.settings import Settings
 
+log = logging.getLogger("anipaint.engine")
 ENGINE_VERSION = 4  # bump when a build recipe below changes
 # Bump when something changes how fast the backends run relative to each other without changing a build (the
 # process's allocator policy, say): auto measures again, the builds are kept.
@@ -385,9 +387,14 @@ def open_backend(style: Style, artefact: Path, settings: Settings, network, name
     if len(applicable(style)) == 1:
         return TorchBackend(network)
     key = engine_key(artefact)
-    if name == "auto":
-        cached = read_auto(style, settings, key) or {}
-        name = cached.get("choice") or "torch"
-        if name not in NOTHING_TO_BUILD and not build_path(name, style, settings, key).is_file():
-            name = "torch"  # the build was removed since it was measured: don't rebuild mid-request
-    return open_named(name, style, artefact, settings, network, key)
+    if name != "auto":
+        return open_named(name, style, artefact, settings, network, key)
+    cached = read_auto(style, settings, key) or {}
+    name = cached.get("choice") or "torch"
+    if name not in NOTHING_TO_BUILD and not build_path(name, style, settings, key).is_file():
+        name = "torch"  # the build was removed since it was measured: don't rebuild mid-request
+    try:
+        return open_named(name, style, artefact, settings, network, key)
+    except (OSError, RuntimeError) as exc:  # e.g. no disk left to unpack a compiled package: paint all the same
+        log.warning("%s: the %s engine did not load (%s); painting with the plain network", style.id, name, exc)
+        return TorchBackend(network)
