@@ -111,6 +111,9 @@ def test_auto_prefers_fidelity_within_ten_per_cent_of_the_fastest():
     assert choice == "torch" and "not faithful: compiled, int8" in why
     assert select.pick({"torch": _measured(0.30, None), "compiled": _measured(0.29, 60.0)})[0] == "torch"
     assert select.pick({"compiled": {"error": "x"}})[0] == "torch"
+    same = {"seconds": 0.29, "psnr": None, "far_share": 0.0, "faithful": True}  # pictures equal to the reference's
+    choice, _ = select.pick({"torch": _measured(0.9, None), "strips": same, "compiled": _measured(0.28, 60.0)})
+    assert choice == "strips"
 
 
 @pytest.mark.parametrize("name", ["torch", "compiled", "int8", "onnxruntime", "strips"])

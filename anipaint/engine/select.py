@@ -1,11 +1,11 @@
 """``backend = auto``: measure every applicable backend once on this machine and keep a fast faithful one.
 
 "Faithful" (:func:`anipaint.quality.faithful`) means that on every check photo (:func:`check_pictures`: a flat
-sky, porcelain and a wall, skin, then the timed picture) its output is at least 40 dB from the reference eager
-float32 network and at most 0.01 % of its pixels are more than 32 levels off. Among the faithful backends within
-:data:`NEAR_FASTEST` of the fastest, the one closest to the reference wins (:func:`pick`): a few per cent of
-speed, within a measurement's noise, is not worth decibels. The choice, why, and the measurements are cached
-next to the builds as ``auto-<key>.json``, so later processes only read a file.
+sky, porcelain and a wall, skin, then the timed picture) its output has a PSNR of at least 40 dB against the
+reference eager float32 network and at most 0.01 % of its pixels are more than 32 levels off. Among the
+faithful backends within :data:`NEAR_FASTEST` of the fastest, the one closest to the reference wins
+(:func:`pick`): a few per cent of speed, within a measurement's noise, is not worth decibels. The choice, why,
+and the measurements are cached next to the builds as ``auto-<key>.json``, so later processes only read a file.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from anipaint.quality import FAITHFUL_FAR_SHARE, FAITHFUL_PSNR, faithful, far_sh
 from anipaint.registry import Style
 from anipaint.settings import Settings
 
-NEAR_FASTEST = 1.10  # backends this close to the fastest faithful one count as as fast
+NEAR_FASTEST = 1.10  # backends this close to the fastest faithful one count as fast as it
 # A style whose reference paints the 512 px check picture slower than this (AnimeGAN v1 on two AVX2 cores:
 # ~4.5 s) is checked and timed on the 320 px picture only, so that measuring it stays within seconds.
 SLOW_PICTURE = 2.0
@@ -74,7 +74,8 @@ def pick(results: dict[str, dict]) -> tuple[str, str]:
         return "torch", "no backend was faithful to the reference; the plain network paints"
     fastest = min(good, key=lambda n: good[n]["seconds"])
     near = [n for n in good if good[n]["seconds"] <= NEAR_FASTEST * good[fastest]["seconds"]]
-    closeness = {n: float("inf") if good[n].get("reference") else good[n]["psnr"] for n in near}
+    # the reference itself, and a backend whose pictures equal the reference's (PSNR recorded as None), are closest
+    closeness = {n: float("inf") if good[n].get("psnr") is None else good[n]["psnr"] for n in near}
     choice = max(near, key=lambda n: (closeness[n], -good[n]["seconds"]))
     rejected = sorted(n for n, r in results.items() if "seconds" in r and not r.get("faithful"))
     why = (f"{fastest} is the fastest faithful backend ({good[fastest]['seconds']:.3f} s)" if choice == fastest
