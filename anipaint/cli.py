@@ -12,7 +12,7 @@ from pathlib import Path
 from anipaint.errors import AnipaintError, LicenceError
 from anipaint.settings import Settings, get_settings, parse_max_side
 
-IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".webp", ".bmp", ".tif", ".tiff", ".gif"}
+IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".webp", ".bmp", ".tif", ".tiff", ".gif", ".avif", ".heic", ".heif"}
 
 
 def _settings(args: argparse.Namespace) -> Settings:

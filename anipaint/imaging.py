@@ -5,10 +5,11 @@ Everything that touches file formats lives here, so the CLI and the web service 
 
 from __future__ import annotations
 
+import functools
 import io
 import warnings
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, NamedTuple
 
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
@@ -19,14 +20,50 @@ ImageInput = Image.Image | bytes | bytearray | str | Path | BinaryIO
 
 # Pillow's own bomb guard is replaced by our pixel limit, which callers pass explicitly.
 Image.MAX_IMAGE_PIXELS = None
-# The formats we read (phone JPEGs that Pillow calls MPO come through its JPEG opener). Never EPS/PS/PDF or
+
+
+class Format(NamedTuple):
+    name: str  # Pillow's, as Image.open(formats=...) takes it
+    label: str  # what people call it
+    mime_types: tuple[str, ...]
+    suffixes: tuple[str, ...]
+
+
+# The formats we read, an allowlist written once: the 415 reason, the API's field description, the page's file
+# input and hint, the CLI's folder scan and the README follow from it (tests/test_phone_formats.py holds the static
+# files to it). Phone JPEGs that Pillow calls MPO come through its JPEG opener; AVIF is Pillow's own, HEIC/HEIF
+# pillow-heif's, and AVIF is tried first because some AVIF files carry HEIF's generic brand. Never EPS/PS/PDF or
 # anything else that would hand an upload to an external interpreter.
-FORMATS = ("JPEG", "PNG", "WEBP", "GIF", "BMP", "TIFF")
+READABLE = (
+    Format("JPEG", "JPEG", ("image/jpeg",), (".jpg", ".jpeg")),
+    Format("PNG", "PNG", ("image/png",), (".png",)),
+    Format("WEBP", "WebP", ("image/webp",), (".webp",)),
+    Format("GIF", "GIF", ("image/gif",), (".gif",)),
+    Format("BMP", "BMP", ("image/bmp",), (".bmp",)),
+    Format("TIFF", "TIFF", ("image/tiff",), (".tif", ".tiff")),
+    Format("AVIF", "AVIF", ("image/avif",), (".avif",)),
+    Format("HEIF", "HEIC/HEIF", ("image/heic", "image/heif"), (".heic", ".heif")),
+)
+FORMATS = tuple(f.name for f in READABLE)
+SUFFIXES = tuple(suffix for f in READABLE for suffix in f.suffixes)
+# "JPEG, PNG, …, AVIF or HEIC/HEIF", for messages and documentation
+FORMAT_NAMES = ", ".join(f.label for f in READABLE[:-1]) + " or " + READABLE[-1].label
+# The page's <input type="file" accept=…>: MIME types, and the suffixes for systems that know no HEIC/AVIF type
+ACCEPT = ",".join([m for f in READABLE for m in f.mime_types] + list(SUFFIXES))
+
+
+@functools.cache
+def _register_heif() -> None:
+    """pillow-heif's HEIC/HEIF opener, registered on the first picture opened rather than at import (~40 ms)."""
+    import pillow_heif
+
+    pillow_heif.register_heif_opener(thumbnails=False, depth_images=False, aux_images=False)
 
 
 def _open(data: ImageInput) -> Image.Image:
     if isinstance(data, (str, Path)) and not Path(data).is_file():
         raise ImageError(f"{data}: no such file")
+    _register_heif()
     try:
         if isinstance(data, (bytes, bytearray)):
             return Image.open(io.BytesIO(bytes(data)), formats=FORMATS)
@@ -34,7 +71,7 @@ def _open(data: ImageInput) -> Image.Image:
             return Image.open(Path(data), formats=FORMATS)
         return Image.open(data, formats=FORMATS)
     except UnidentifiedImageError:
-        raise ImageError("not an image, or a format we do not read (JPEG, PNG, WebP, GIF, BMP, TIFF)") from None
+        raise ImageError(f"not an image, or a format we do not read ({FORMAT_NAMES})") from None
     except ValueError:  # Pillow's guard against text and colour-profile chunks that inflate without end
         raise ImageTooLargeError("the image's metadata (a text or colour-profile chunk) is too large") from None
     except OSError as exc:
@@ -100,8 +137,8 @@ def load_image(data: ImageInput, *, max_pixels: int | None = None) -> Image.Imag
                 img.load()
         except (OSError, SyntaxError, ValueError) as exc:
             raise ImageError(f"the image is corrupt or truncated: {exc}") from None
-    if getattr(img, "n_frames", 1) > 1:
-        img.seek(0)  # animations: the first frame
+    if getattr(img, "n_frames", 1) > 1 and img.format != "HEIF":
+        img.seek(0)  # animations: the first frame (a HEIF collection stays on its primary picture, where it opens)
     try:
         img = ImageOps.exif_transpose(img)
     except Exception:  # broken EXIF should not cost the user their picture

@@ -53,7 +53,7 @@ OwnerDep = Annotated[str | None, Depends(owner)]
 
 async def paint_request(
     s: SettingsDep,
-    image: Annotated[UploadFile, File(description="The photo (JPEG, PNG, WebP, GIF, BMP or TIFF).")],
+    image: Annotated[UploadFile, File(description=f"The photo ({imaging.FORMAT_NAMES}).")],
     # Optional fields are typed without None: a form field is absent or has a value, it cannot be null.
     style: Annotated[StyleName, Form(description="Style id or alias; default: the server's.")] = None,
     faces: Annotated[bool, Form(description="Restyle faces at their own resolution; default: the server's.")] = None,

@@ -1,0 +1,133 @@
+"""Phone photos as they come: HEIC/HEIF (pillow-heif) and AVIF (Pillow's own), made here from the sample photo,
+through the library, the API and the CLI; upright, metadata dropped. The formats named to people (the 415 reason,
+the API's field, the page, the README, the CLI's folder scan) all follow from ``imaging.READABLE``."""
+
+from __future__ import annotations
+
+import base64
+import io
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pillow_heif
+import pytest
+from PIL import Image, features
+
+from anipaint import cli, imaging
+from conftest import REPO
+from conftest_service import InProcessServer, fast_style, in_process_server
+
+pillow_heif.register_heif_opener()  # to write HEIC here; anipaint.imaging registers it for reading by itself
+ORIENTATION = 0x0112
+PHONE_FORMATS = (("HEIF", "IMG_0001.HEIC", "image/heic"), ("AVIF", "photo.avif", "image/avif"))
+
+
+@pytest.fixture(scope="module")
+def photo(group_photo: Image.Image) -> Image.Image:
+    return group_photo.resize((120, 80), Image.Resampling.LANCZOS)  # landscape, so a rotation shows
+
+
+def _phone_file(img: Image.Image, fmt: str, orientation: int = 1) -> bytes:
+    """``img`` encoded as a phone would, with a maker, a GPS block and ``orientation`` in its EXIF."""
+    exif = Image.Exif()
+    exif[0x010F] = "PhoneMaker"
+    exif[0x8825] = {1: "N"}
+    exif[ORIENTATION] = orientation
+    buf = io.BytesIO()
+    img.save(buf, format=fmt, exif=exif.tobytes(), quality=90)
+    return buf.getvalue()
+
+
+def _upright(img: Image.Image, orientation: int) -> Image.Image:
+    return img.transpose(Image.Transpose.ROTATE_270) if orientation == 6 else img  # 6: turn 90° clockwise
+
+
+def _psnr(a: Image.Image, b: Image.Image) -> float:
+    mse = np.mean((np.asarray(a, np.float64) - np.asarray(b, np.float64)) ** 2)
+    return float(10 * np.log10(255.0**2 / max(mse, 1e-9)))
+
+
+@pytest.mark.parametrize("orientation", [1, 6])
+@pytest.mark.parametrize("fmt", ["HEIF", "AVIF"])
+def test_load_image_reads_phone_formats_upright(photo: Image.Image, fmt: str, orientation: int) -> None:
+    assert features.check("avif"), "this Pillow reads no AVIF"
+    data = _phone_file(photo, fmt, orientation)
+    assert imaging.probe_image(data)[2] == fmt  # opened by its own opener, not another format's
+    loaded = imaging.load_image(data)
+    want = _upright(photo, orientation)
+    assert loaded.size == want.size and loaded.mode == "RGB"
+    assert loaded.info == {} and not loaded.getexif()
+    assert _psnr(loaded, want) > 28
+
+
+def test_import_does_not_load_pillow_heif() -> None:
+    code = "import sys, anipaint.imaging; assert 'pillow_heif' not in sys.modules, 'imported at import time'"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+
+
+@pytest.fixture(scope="module")
+def server(prepared_store, tmp_path_factory) -> InProcessServer:
+    with in_process_server(tmp_path_factory.mktemp("phone")) as s:
+        yield s
+
+
+def _post(server: InProcessServer, data: bytes, name: str, mime: str = "application/octet-stream"):
+    fields = {"style": fast_style(), "faces": "false", "max_side": "64"}
+    return server.client.post("/predict", files={"image": (name, data, mime)}, data=fields)
+
+
+@pytest.mark.parametrize("fmt, name, mime", PHONE_FORMATS)
+def test_predict_paints_phone_photos_upright(server: InProcessServer, photo: Image.Image, fmt, name, mime) -> None:
+    res = _post(server, _phone_file(photo, fmt, 6), name, mime)
+    assert res.status_code == 200, res.text
+    body = res.json()
+    png = base64.b64decode(body["result"])
+    result = Image.open(io.BytesIO(png))
+    assert result.format == "PNG" and result.size == (body["width"], body["height"])
+    assert result.height == 64 and result.width < result.height  # upright: 80×120 scaled to a 64 px long side
+    assert not result.getexif() and b"eXIf" not in png and b"tEXt" not in png
+
+
+def test_refusals_name_the_phone_formats_and_eps_pdf_stay_refused(server: InProcessServer) -> None:
+    res = _post(server, b"shopping list: eggs, milk\n", "notes.txt", "text/plain")
+    assert res.status_code == 415, res.text
+    detail = res.json()["detail"]
+    assert imaging.FORMAT_NAMES in detail and "HEIC" in detail and "AVIF" in detail
+    eps = b"%!PS-Adobe-3.0 EPSF-3.0\n%%BoundingBox: 0 0 64 64\n0 0 moveto 64 64 lineto stroke\nshowpage\n%%EOF\n"
+    pdf = b"%PDF-1.4\n1 0 obj<</Type/Catalog/Pages 2 0 R>>endobj\ntrailer<</Root 1 0 R>>\n%%EOF\n"
+    for name, data in (("a.eps", eps), ("a.pdf", pdf)):
+        assert _post(server, data, name).status_code == 415, name
+    assert f"The photo ({imaging.FORMAT_NAMES})." in server.client.get("/openapi.json").text
+
+
+def test_cli_converts_a_heic(prepared_store, photo: Image.Image, tmp_path: Path) -> None:
+    src, out = tmp_path / "IMG_0001.HEIC", tmp_path / "out.png"
+    src.write_bytes(_phone_file(photo, "HEIF", 6))
+    args = ["convert", str(src), str(out), "--style", fast_style(), "--max-side", "64", "--no-faces"]
+    proc = subprocess.run([sys.executable, "-m", "anipaint.cli", *args], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    result = Image.open(out)
+    assert result.height == 64 and result.width < result.height
+    assert not result.getexif()
+
+
+def _one_line(path: Path) -> str:
+    return " ".join(path.read_text().split())
+
+
+def test_every_list_of_formats_follows_from_the_allowlist() -> None:
+    static = REPO / "anipaint" / "service" / "static"
+    page = (static / "index.html").read_text()
+    file_input = re.search(r'<input[^>]*id="file-input"[^>]*>', page).group(0)
+    assert f'accept="{imaging.ACCEPT}"' in file_input
+    assert f"{imaging.FORMAT_NAMES} · up to" in page
+    strings = (static / "i18n.js").read_text()
+    assert f'"drop.limit": "{imaging.FORMAT_NAMES} · up to {{mb}} MB"' in strings
+    assert "、".join(f.label for f in imaging.READABLE) in strings
+    assert _one_line(REPO / "README.md").count(imaging.FORMAT_NAMES) >= 2
+    assert cli.IMAGE_SUFFIXES == set(imaging.SUFFIXES)
+    assert not {"EPS", "PS", "PDF"} & set(imaging.FORMATS)
