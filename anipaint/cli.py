@@ -10,7 +10,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from anipaint.errors import AnipaintError, LicenceError
-from anipaint.settings import Settings, get_settings, parse_max_side
+from anipaint.options import PaintOptions, check_strength, options, parse_max_side
+from anipaint.settings import Settings, get_settings
 
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".webp", ".bmp", ".tif", ".tiff", ".gif", ".avif", ".heic", ".heif"}
 
@@ -25,20 +26,34 @@ def _settings(args: argparse.Namespace) -> Settings:
     return dataclasses.replace(s, **overrides) if overrides else s
 
 
-def _max_side(value: str) -> int | None:
-    try:
-        return parse_max_side(value)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+def _checked(check):
+    """An argparse type from a paint option's check, so that a bad value names its flag."""
+
+    def parse(value: str):
+        try:
+            return check(value)
+        except AnipaintError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return parse
 
 
-def _strength(value: str) -> float:
-    from anipaint.postprocess import check_strength
+def _add_paint_options(parser: argparse.ArgumentParser) -> None:
+    """One flag per paint option, from its definition (anipaint.options)."""
+    metavars = {"style": "STYLE", "side": "PIXELS", "fraction": "0..1"}
+    types = {"side": _checked(parse_max_side), "fraction": _checked(check_strength)}
+    for option in options():
+        names = [option.flag] + ([option.short] if option.short else [])
+        if option.kind == "switch":
+            parser.add_argument(*names, dest=option.name, action=argparse.BooleanOptionalAction,
+                                default=option.default, help=option.help)
+        else:
+            parser.add_argument(*names, dest=option.name, default=option.default, metavar=metavars[option.kind],
+                                type=types.get(option.kind), help=option.help)
 
-    try:
-        return check_strength(value)
-    except AnipaintError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+
+def _paint_options(args: argparse.Namespace) -> PaintOptions:
+    return PaintOptions(**{option.name: getattr(args, option.name) for option in options()})
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
@@ -46,20 +61,17 @@ def cmd_convert(args: argparse.Namespace) -> int:
     from anipaint.painter import get_painter
 
     settings = _settings(args)
-    painter = get_painter(args.style, settings)
+    asked = _paint_options(args)
+    painter = get_painter(asked.style, settings)
     src, dst = Path(args.input), Path(args.output)
-    options = {"max_side": args.max_side, "faces": args.faces, "face_style": args.face_style,
-               "strength": args.strength, "portrait": args.portrait, "background": args.background_style}
     if src.is_dir():
-        return _convert_folder(painter, src, dst, options)
+        return _convert_folder(painter, src, dst, asked)
     if not src.exists():
         raise AnipaintError(f"{src}: no such file or folder")
     from anipaint.video import is_video
 
     if is_video(src):
-        if args.portrait or args.background_style:
-            raise AnipaintError("--portrait and --background-style paint pictures, not videos")
-        return _convert_video(painter, src, dst, options)
+        return _convert_video(painter, src, dst, asked)
     if dst.is_dir():
         dst = dst / (src.stem + ".png")
     from tqdm import tqdm
@@ -73,17 +85,17 @@ def cmd_convert(args: argparse.Namespace) -> int:
             bar.set_postfix_str(stage, refresh=False)
             bar.update(max(0, round(100 * fraction) - bar.n))
 
-        painted = painter.paint_result(src, progress=report, **options)
+        painted = painter.paint_result(src, asked, progress=report)
     result = painted.image
     dst.parent.mkdir(parents=True, exist_ok=True)
     imaging.save_image(result, dst)
-    mode = f", portrait: {painted.faces_found} face(s)" if args.portrait or painter.style.kind == "face" else ""
+    mode = f", portrait: {painted.faces_found} face(s)" if asked.portrait or painter.style.kind == "face" else ""
     print(f"{src} → {dst} ({painter.style.id}{mode}, {result.width}×{result.height}, "
           f"{time.perf_counter() - start:.1f} s)")
     return 0
 
 
-def _convert_video(painter, src: Path, dst: Path, options: dict) -> int:
+def _convert_video(painter, src: Path, dst: Path, asked: PaintOptions) -> int:
     from tqdm import tqdm
 
     from anipaint.video import paint_video
@@ -92,16 +104,13 @@ def _convert_video(painter, src: Path, dst: Path, options: dict) -> int:
         dst = dst / (src.stem + ".mp4")
     start = time.perf_counter()
     painter.warm()
-    # Faces are off for video unless asked for: per-frame face passes cost time and can flicker.
-    faces = bool(options["faces"])
     with tqdm(desc=f"painting frames ({painter.style.id})", unit="frame", file=sys.stderr) as bar:
 
         def advance(done: int, total: int) -> None:
             bar.total = total or None
             bar.update(done - bar.n)
 
-        facts = paint_video(painter, src, dst, max_side=options["max_side"], faces=faces,
-                            strength=options["strength"], on_frame=advance)
+        facts = paint_video(painter, src, dst, asked, on_frame=advance)
     print(
         f"{src} → {dst} ({painter.style.id}, {facts['frames']} frames, {facts['width']}×{facts['height']}, "
         f"{time.perf_counter() - start:.1f} s)"
@@ -109,7 +118,7 @@ def _convert_video(painter, src: Path, dst: Path, options: dict) -> int:
     return 0
 
 
-def _convert_folder(painter, src: Path, dst: Path, options: dict) -> int:
+def _convert_folder(painter, src: Path, dst: Path, asked: PaintOptions) -> int:
     from tqdm import tqdm
 
     from anipaint import imaging
@@ -124,7 +133,7 @@ def _convert_folder(painter, src: Path, dst: Path, options: dict) -> int:
     for path in tqdm(files, desc=f"painting ({painter.style.id})", unit="img", file=sys.stderr):
         out = dst / path.relative_to(src).with_suffix(".png")
         try:
-            result = painter.paint(path, **options)
+            result = painter.paint(path, asked)
             out.parent.mkdir(parents=True, exist_ok=True)
             imaging.save_image(result, out)
         except AnipaintError as exc:
@@ -276,8 +285,6 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from anipaint.painter import DEFAULT
-
     parser = argparse.ArgumentParser(prog="anipaint", description="Photos in, anime-style pictures out.")
     parser.add_argument("--sources", help="folder of original model files (default: $ANIPAINT_SOURCES)")
     parser.add_argument("--home", help="model store and data folder (default: $ANIPAINT_HOME)")
@@ -286,16 +293,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("convert", help="paint a picture, a video, or every picture in a folder")
     p.add_argument("input", help="an image, a video (.mp4, .mov, …) or a folder of images")
     p.add_argument("output", help="the output file (.png/.jpg/.webp) or folder")
-    p.add_argument("--style", "-s", default=None, help="style id or alias (see `anipaint styles`)")
-    p.add_argument("--max-side", type=_max_side, default=DEFAULT, help="cap the long side (default 512; 'original')")
-    p.add_argument("--faces", action=argparse.BooleanOptionalAction, default=None, help="restyle faces separately")
-    p.add_argument("--face-style", default=None, help="style for faces (default: same as --style)")
-    p.add_argument("--strength", type=_strength, default=1.0,
-                   help="how much of the style: 0 = the photo, 1 = the full style (default)")
-    p.add_argument("--portrait", action="store_true",
-                   help="anime faces: each face painted by the AnimeGANv3 JP face model, inside the person")
-    p.add_argument("--background-style", default=None, metavar="STYLE",
-                   help="paint everything but the people in this style")
+    _add_paint_options(p)
     p.set_defaults(func=cmd_convert)
 
     p = sub.add_parser("styles", help="list styles and whether they are available")

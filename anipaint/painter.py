@@ -10,7 +10,7 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -23,6 +23,7 @@ from anipaint.errors import ModelStoreError, OptionError
 from anipaint.faces import blend as face_pass
 from anipaint.faces import detect as face_detect
 from anipaint.faces import portrait as portrait_mode
+from anipaint.options import PaintOptions
 from anipaint.registry import Style
 from anipaint.settings import Settings, get_settings
 
@@ -36,14 +37,6 @@ class PaintResult:
     faces_found: int | None  # faces the face pass or portrait mode found; None when neither ran
     timings: dict[str, float]
     engine: str  # the backend this style's network ran on: torch, compiled, onnxruntime, strips, int8
-
-
-class _Default:
-    def __repr__(self) -> str:
-        return "<settings default>"
-
-
-DEFAULT: Any = _Default()  # "use the value from settings"
 
 
 class Painter:
@@ -105,46 +98,38 @@ class Painter:
                 return y.permute(0, 2, 3, 1).to(torch.uint8).numpy()
         return np.stack([self.paint_array(c) for c in crops])
 
-    def paint(self, image: imaging.ImageInput, **options: Any) -> Image.Image:
+    def paint(self, image: imaging.ImageInput, options: PaintOptions | None = None, **fields: Any) -> Image.Image:
         """Paint a picture; the options are :meth:`paint_result`'s. Returns the picture only."""
-        return self.paint_result(image, **options).image
+        return self.paint_result(image, options, **fields).image
 
     def paint_result(
         self,
         image: imaging.ImageInput,
+        options: PaintOptions | None = None,
         *,
-        max_side: int | None = DEFAULT,
-        faces: bool | None = None,
-        face_style: str | None = None,
-        portrait: bool = False,
-        background: str | None = None,
-        strength: float = 1.0,
         progress: Progress | None = None,
+        **fields: Any,
     ) -> PaintResult:
-        """Paint a picture. ``max_side`` caps the long side (None or 0: full resolution, in bounded memory);
-        ``faces`` restyles each face at its own resolution in ``face_style`` (default: this style; the default
-        for ``faces`` comes from settings); ``portrait`` turns each face into an anime face with the face model
-        (``settings.portrait_face_style``) instead; ``background`` paints everything but the people in that
-        style; ``strength`` mixes the style with the photo (0: the photo, 1: the full style)."""
-        strength = postprocess.check_strength(strength)
+        """Paint a picture with ``options`` (:class:`PaintOptions`; keyword arguments name its fields and override
+        them). A style named in the options must be this painter's."""
+        asked = replace(options, **fields) if options is not None else PaintOptions(**fields)
+        if asked.style not in (None, self.style.id) and store.resolve(asked.style, self.settings).id != self.style.id:
+            raise OptionError(f"this painter paints {self.style.id}, not {asked.style}: use get_painter(style)")
         with painting():
-            return self._paint(image, max_side, faces, face_style, portrait, background, strength,
-                               progress or (lambda stage, fraction: None))
+            return self._paint(image, asked.settled(self.settings), progress or (lambda stage, fraction: None))
 
-    def _paint(self, image: imaging.ImageInput, max_side: int | None, faces: bool | None, face_style: str | None,
-               portrait: bool, background: str | None, strength: float, report: Progress) -> PaintResult:
+    def _paint(self, image: imaging.ImageInput, options: PaintOptions, report: Progress) -> PaintResult:
         timings: dict[str, float] = {}
         t0 = time.perf_counter()
         report("decode", 0.05)
         img = imaging.load_image(image, max_pixels=self.settings.max_pixels)
-        cap = self.settings.max_side if max_side is DEFAULT else max_side
-        work = preprocess.prepare(img, cap)
-        background_painter = get_painter(background, self.settings) if background else None
+        work = preprocess.prepare(img, options.max_side)
+        background_painter = get_painter(options.background, self.settings) if options.background else None
         if background_painter is not None:
             check_background(background_painter.style)
         face_only = self.style.kind == "face"  # a face model asked for a whole picture: it restyles the faces only
-        portrait = portrait or face_only
-        use_faces = not portrait and (self.settings.faces if faces is None else faces)
+        portrait = options.portrait or face_only
+        use_faces = not portrait and bool(options.faces)
         t1 = time.perf_counter()
         timings["decode"] = t1 - t0
         report("paint", 0.1)
@@ -165,10 +150,10 @@ class Painter:
         if use_faces or portrait:
             t3 = time.perf_counter()
             report("faces", 0.8)
-            painted, found = self._restyle_faces(work, painted, face_style, portrait)
+            painted, found = self._restyle_faces(work, painted, options.face_style, portrait)
             timings["faces"] = time.perf_counter() - t3
         report("encode", 0.95)
-        result = postprocess.finish(painted, work.alpha, work.rgb, strength)
+        result = postprocess.finish(painted, work.alpha, work.rgb, options.strength)
         timings["total"] = time.perf_counter() - t0
         self.last_timings = timings
         report("done", 1.0)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from PIL import Image
 
-from anipaint.errors import OptionError
+from anipaint.options import check_strength
 
 # sRGB primaries → XYZ, and the D65 white the Lab coordinates are taken against.
 _RGB_TO_XYZ = np.array(
@@ -20,17 +20,6 @@ _RGB_TO_XYZ = np.array(
 _XYZ_TO_RGB = np.linalg.inv(_RGB_TO_XYZ)
 _WHITE = _RGB_TO_XYZ.sum(axis=1)
 _DELTA = 6.0 / 29.0
-
-
-def check_strength(strength: float) -> float:
-    """The strength as a float in [0, 1], or a clear error."""
-    try:
-        value = float(strength)
-    except (TypeError, ValueError):
-        raise OptionError(f"strength must be a number from 0 to 1, not {strength!r}") from None
-    if not 0.0 <= value <= 1.0:  # also refuses NaN
-        raise OptionError(f"strength must be from 0 (the photo) to 1 (the full style), not {strength!r}")
-    return value
 
 
 def srgb_to_lab(rgb: np.ndarray) -> np.ndarray:

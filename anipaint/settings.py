@@ -17,11 +17,6 @@ from anipaint.errors import SettingsError
 
 _PACKAGE = Path(__file__).resolve().parent
 
-# The long-side cap a caller may ask for (CLI --max-side, API max_side); 0 / "original" means full resolution.
-MAX_SIDE_RANGE = (32, 16384)
-FULL_RESOLUTION = ("0", "none", "original", "full")
-
-
 def checkout_root() -> Path | None:
     """The repository this package runs from, or None for an installed package (a wheel in site-packages).
 
@@ -69,7 +64,7 @@ class Settings:
     default_style: str = "v3-hayao"  # falls back to an offered style in commercial-only mode
     # Offer only styles whose weights' licence allows commercial use; every other style is refused.
     commercial_only: bool = False
-    max_side: int = 512  # long-side cap (within MAX_SIDE_RANGE); 0 / None at call time: full resolution
+    max_side: int = 512  # long-side cap (within options.MAX_SIDE_RANGE); 0 / None at call time: full resolution
     tile_size: int = 512  # tile edge for full-resolution painting
     tile_overlap: int = 64  # overlap blended between tiles
     # Full resolution: "exact" runs the network layer by layer in row strips with the whole picture's norm
@@ -140,25 +135,6 @@ def to_env(settings: Settings) -> dict[str, str]:
             continue
         env[f"ANIPAINT_{f.name.upper()}"] = ("1" if value else "0") if isinstance(value, bool) else str(value)
     return env
-
-
-def parse_max_side(value: str | int | None, default: int | None = None) -> int | None:
-    """A long-side cap from text (CLI flag, form field): pixels within MAX_SIDE_RANGE, or None for full resolution
-    ("0", "original", "full", "none"). Empty text gives ``default`` (0 there also means full resolution).
-    Raises ValueError with a sentence for the user."""
-    text = "" if value is None else str(value).strip().lower()
-    if text == "":
-        return default or None
-    if text in FULL_RESOLUTION:
-        return None
-    try:
-        number = int(text)
-    except ValueError:
-        raise ValueError(f"max side must be a number of pixels or 'original', not {value!r}") from None
-    low, high = MAX_SIDE_RANGE
-    if not low <= number <= high:
-        raise ValueError(f"max side must be between {low} and {high} pixels (or 0 for the original size), not {number}")
-    return number
 
 
 _TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}

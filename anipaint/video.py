@@ -7,12 +7,14 @@ painter as single pictures (cap, faces) so a video looks like its stills.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
 
-from anipaint.errors import ImageError
+from anipaint.errors import ImageError, OptionError
+from anipaint.options import PaintOptions
 
 VIDEO_SUFFIXES = {".mp4", ".mov", ".mkv", ".webm", ".avi", ".m4v"}
 
@@ -25,17 +27,21 @@ def paint_video(
     painter,
     src: Path,
     dst: Path,
+    options: PaintOptions | None = None,
     *,
-    max_side: int | None = 512,
-    faces: bool | None = False,
-    strength: float = 1.0,
     on_frame: Callable[[int, int], None] | None = None,
 ) -> dict:
-    """Paint every frame of ``src`` into ``dst`` (.mp4). Returns {"frames", "fps", "width", "height"}.
+    """Paint every frame of ``src`` into ``dst`` (.mp4) with ``options`` (faces are off unless asked for: a face
+    pass per frame costs time and can flicker). Returns {"frames", "fps", "width", "height"}.
 
     ``on_frame(done, total)`` reports progress (total is 0 when the container does not say).
     """
     import av
+
+    asked = options or PaintOptions()
+    if asked.portrait or asked.background:
+        raise OptionError("portrait mode and a background style paint pictures, not videos")
+    options = replace(asked.settled(painter.settings), faces=asked.faces is True)
 
     try:
         container = av.open(str(src))
@@ -50,12 +56,10 @@ def paint_video(
         rate = vin.average_rate or Fraction(25, 1)
         total = vin.frames or 0
         dst.parent.mkdir(parents=True, exist_ok=True)
-        from anipaint.painter import DEFAULT
         from anipaint.preprocess import fit_long_side
 
-        cap = painter.settings.max_side if max_side is DEFAULT else max_side
         # Every stream must exist before the first packet is written, so the output size is worked out now.
-        size = fit_long_side(vin.codec_context.width, vin.codec_context.height, cap)
+        size = fit_long_side(vin.codec_context.width, vin.codec_context.height, options.max_side)
         with av.open(str(dst), mode="w") as out:
             vout = _open_video_stream(out, rate, size)
             aout = out.add_stream_from_template(ain) if ain is not None else None
@@ -69,7 +73,7 @@ def paint_video(
                     out.mux(packet)
                     continue
                 for frame in packet.decode():
-                    painted = painter.paint(frame.to_image(), max_side=max_side, faces=faces, strength=strength)
+                    painted = painter.paint(frame.to_image(), options)
                     arr = _even(np.asarray(painted.convert("RGB")))
                     for p in vout.encode(av.VideoFrame.from_ndarray(arr, format="rgb24")):
                         out.mux(p)

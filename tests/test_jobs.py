@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+from anipaint.options import PaintOptions
 from anipaint.service.jobs import (
     INTERRUPTED,
     JobInfo,
@@ -61,7 +62,7 @@ def runner(prepared_store):
 
 
 def _admit(store, data: bytes, **options) -> JobInfo:
-    request = JobRequest(data=data, style="v3-cute", faces=False, **options)
+    request = JobRequest(data=data, options=PaintOptions(style="v3-cute", faces=False, **options))
     info = admitted(request, position=1)
     store.create(info, request)
     return info

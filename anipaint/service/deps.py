@@ -3,6 +3,8 @@ API key, and a validated paint request (uploads size-checked, headers probed, th
 
 from __future__ import annotations
 
+import inspect
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Literal, Union
 
@@ -13,18 +15,20 @@ from anipaint import imaging, scratch, store
 from anipaint.engine import tiling
 from anipaint.errors import ImageError, ImageTooLargeError, LicenceError, OptionError, StyleError
 from anipaint.networks.architectures import get_architecture
+from anipaint.options import FULL_RESOLUTION, MAX_SIDE_RANGE, Option, PaintOptions, options
 from anipaint.painter import check_background
 from anipaint.registry import ALIASES, Style, all_styles
 from anipaint.service.jobs import JobInfo, JobRequest, QueueFullError, UnknownJobError
 from anipaint.service.local_queue import JobQueue
 from anipaint.service.metrics import ServiceMetrics
 from anipaint.service.uploads import read_upload
-from anipaint.settings import FULL_RESOLUTION, MAX_SIDE_RANGE, Settings, parse_max_side
+from anipaint.settings import Settings
 
 StyleName = Literal[tuple(s.id for s in all_styles()) + tuple(ALIASES)]  # type: ignore[valid-type]
 MaxSide = Union[  # noqa: UP007 - a runtime type expression for FastAPI's form parsing
     Annotated[int, Field(ge=MAX_SIDE_RANGE[0], le=MAX_SIDE_RANGE[1])], Literal[0], Literal[FULL_RESOLUTION]
 ]
+ImagePart = Annotated[UploadFile, File(description=f"The photo ({imaging.FORMAT_NAMES}).")]
 NOT_FOUND = "no such job (unknown, expired or deleted)"
 
 
@@ -51,32 +55,30 @@ MetricsDep = Annotated[ServiceMetrics, Depends(metrics)]
 OwnerDep = Annotated[str | None, Depends(owner)]
 
 
-async def paint_request(
-    s: SettingsDep,
-    image: Annotated[UploadFile, File(description=f"The photo ({imaging.FORMAT_NAMES}).")],
-    # Optional fields are typed without None: a form field is absent or has a value, it cannot be null.
-    style: Annotated[StyleName, Form(description="Style id or alias; default: the server's.")] = None,
-    faces: Annotated[bool, Form(description="Restyle faces at their own resolution; default: the server's.")] = None,
-    max_side: Annotated[
-        MaxSide, Form(description="Long-side cap in pixels; 0 or 'original' = full resolution.")
-    ] = None,
-    strength: Annotated[
-        float, Form(ge=0.0, le=1.0, description="How much of the style: 0 = the photo, 1 = the full style.")
-    ] = 1.0,
-    portrait: Annotated[
-        bool, Form(description="Turn each face into an anime face with the face model (AnimeGANv3 JP face).")
-    ] = False,
-    background: Annotated[
-        StyleName, Form(description="Style id or alias for everything but the people; default: the chosen style. "
-                        "Not a face style.")
-    ] = None,
-) -> JobRequest:
+def _form_field(option: Option) -> inspect.Parameter:
+    """A paint option as a multipart form field. Optional fields are typed without None: a form field is absent or
+    has a value, it cannot be null; absent means the option's default."""
+    api_type = {"style": StyleName, "side": MaxSide, "switch": bool, "fraction": float}[option.kind]
+    limits = {"ge": 0.0, "le": 1.0} if option.kind == "fraction" else {}
+    default = option.default if option.kind in ("switch", "fraction") else None
+    return inspect.Parameter(option.name, inspect.Parameter.KEYWORD_ONLY, default=default,
+                             annotation=Annotated[api_type, Form(description=option.help, **limits)])
+
+
+async def paint_request(s: SettingsDep, image: ImagePart, **form: object) -> JobRequest:
+    """The upload checked (size, header, pixels) and the paint options settled: styles resolved, the size cap
+    decided, full resolution admitted or refused."""
+    defaults = {option.name: option.default for option in options()}
     try:
-        cap = parse_max_side(None if max_side is None else str(max_side), s.max_side)
-    except ValueError as exc:
+        asked = PaintOptions(**{k: v for k, v in form.items() if v is not None or defaults[k] is None}).settled(s)
+    except OptionError as exc:
         raise HTTPException(422, str(exc)) from None
-    chosen = resolve_style(style or None, s)
-    backdrop = resolve_style(background, s, background=True).id if background else None
+    chosen = resolve_style(asked.style, s)
+    asked = replace(
+        asked, style=chosen.id,
+        face_style=resolve_style(asked.face_style, s).id if asked.face_style else None,
+        background=resolve_style(asked.background, s, background=True).id if asked.background else None,
+    )
     data = await read_upload(image, s.max_upload_bytes)
     if not data:
         raise HTTPException(415, "the upload is empty; choose a photo")
@@ -87,11 +89,17 @@ async def paint_request(
         raise HTTPException(413, str(exc)) from None
     except ImageError as exc:
         raise HTTPException(415, str(exc)) from None
-    if cap is None:
+    if asked.max_side is None:
         check_full_resolution(s, chosen, width, height)
     name = Path(image.filename or "image").stem[:80] or "image"
-    return JobRequest(data=data, style=chosen.id, faces=faces, max_side=cap, name=name, strength=strength,
-                      portrait=portrait, background=backdrop)
+    return JobRequest(data=data, options=asked, name=name)
+
+
+# FastAPI reads the form's fields from the signature, so they are generated from the options' definition.
+paint_request.__signature__ = inspect.signature(paint_request).replace(  # type: ignore[attr-defined]
+    parameters=[*list(inspect.signature(paint_request).parameters.values())[:2],
+                *(_form_field(option) for option in options())]
+)
 
 
 def resolve_style(name: str | None, s: Settings, *, background: bool = False) -> Style:

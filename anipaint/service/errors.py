@@ -10,10 +10,11 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from anipaint.options import MAX_SIDE_RANGE, options
 from anipaint.service.jobs import failure
-from anipaint.settings import MAX_SIDE_RANGE
 
 log = logging.getLogger("anipaint.service")
+_STYLE_FIELDS = {option.name for option in options() if option.kind == "style"}
 _REJECT_REASON = {413: "too_large", 415: "not_image", 429: "rate_limited", 503: "busy", 504: "timeout"}
 
 
@@ -41,7 +42,7 @@ def install(app: FastAPI) -> None:
             elif field == "max_side" or (len(err.get("loc", ())) > 1 and err["loc"][1] == "max_side"):
                 low, high = MAX_SIDE_RANGE
                 problems.append(f"max_side must be {low}–{high} pixels, or 0 / 'original' for full resolution")
-            elif field == "style":
+            elif field in _STYLE_FIELDS:
                 status = 400
                 problems.append(f"unknown style {err.get('input')!r}; see /api/styles")
             else:

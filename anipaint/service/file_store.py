@@ -61,12 +61,12 @@ class FileJobStore:
             try:
                 self.dir.mkdir(parents=True, exist_ok=True)
                 write_atomic(self._path(info.id, ".input"), request.data)
-                self._persist(info, request.options())
+                self._persist(info, request.to_json())
             except BaseException:
                 self._remove_files(info.id)
                 raise
             self._live[info.id] = info
-            self._options[info.id] = request.options()
+            self._options[info.id] = request.to_json()
 
     def load(self, job_id: str) -> JobInfo:
         with self._lock:
@@ -89,7 +89,7 @@ class FileJobStore:
             data = self._path(job_id, ".input").read_bytes()
         except FileNotFoundError:
             return None
-        return JobRequest.from_options(options or {}, data)
+        return JobRequest.from_json(options or {}, data)
 
     def save_result(self, job_id: str, png: bytes) -> None:
         write_atomic(self._path(job_id, ".png"), png)

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Literal, Protocol
 
 from anipaint.errors import ImageError, ScratchSpaceError, StyleError
+from anipaint.options import PaintOptions
 from anipaint.settings import Settings
 
 log = logging.getLogger("anipaint.service")
@@ -45,25 +46,24 @@ def new_job_id() -> str:
 
 @dataclass(frozen=True)
 class JobRequest:
-    """What to paint. ``style`` is a resolved style id; ``max_side`` None means full resolution."""
+    """What to paint: the picture, its options settled (style ids resolved, the size cap decided; ``max_side`` None
+    means full resolution) and the name the result is offered under."""
 
     data: bytes
-    style: str
-    faces: bool | None = None
-    max_side: int | None = 512
+    options: PaintOptions
     name: str = "image"
-    strength: float = 1.0  # 0: the photo, 1: the full style
-    portrait: bool = False  # anime faces from the face model
-    background: str | None = None  # a resolved style id for everything but the people; None: the style's own
 
-    def options(self) -> dict:
+    @property
+    def style(self) -> str:
+        return self.options.style or ""
+
+    def to_json(self) -> dict:
         """Everything but the picture, as JSON-safe values (stored beside the picture)."""
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "data"}
+        return {**self.options.to_json(), "name": self.name}
 
     @classmethod
-    def from_options(cls, options: dict, data: bytes) -> JobRequest:
-        known = {f.name for f in fields(cls)} - {"data"}
-        return cls(data=data, **{k: v for k, v in options.items() if k in known})
+    def from_json(cls, raw: dict, data: bytes) -> JobRequest:
+        return cls(data=data, options=PaintOptions.from_json(raw), name=raw.get("name", "image"))
 
 
 @dataclass(frozen=True)
@@ -305,10 +305,7 @@ def paint_runner(settings: Settings) -> Runner:
                 progress(stage, fraction)
 
         painter = get_painter(request.style, settings)
-        result = painter.paint_result(
-            request.data, max_side=request.max_side, faces=request.faces, strength=request.strength,
-            portrait=request.portrait, background=request.background, progress=relay,
-        )
+        result = painter.paint_result(request.data, request.options, progress=relay)
         img = result.image
         progress("encode", 0.97)
         return PaintOutput(imaging.encode_png(img), img.width, img.height, result.faces_found or 0, result.engine)

@@ -45,7 +45,7 @@ class RedisJobStore:
     def create(self, info: JobInfo, request: JobRequest) -> None:
         pipe = self.r.pipeline()
         pipe.set(self._key(info.id, "input"), request.data, ex=self.ttl)
-        pipe.set(self._key(info.id, "options"), json.dumps(request.options()), ex=self.ttl)
+        pipe.set(self._key(info.id, "options"), json.dumps(request.to_json()), ex=self.ttl)
         pipe.set(self._key(info.id), json.dumps(info.to_json()), ex=self.ttl, nx=True)
         pipe.execute()
 
@@ -62,7 +62,7 @@ class RedisJobStore:
         data, options = self.r.mget(self._key(job_id, "input"), self._key(job_id, "options"))
         if data is None:
             return None
-        return JobRequest.from_options(json.loads(options or b"{}"), data)
+        return JobRequest.from_json(json.loads(options or b"{}"), data)
 
     def save_result(self, job_id: str, png: bytes) -> None:
         self.r.set(self._key(job_id, "result"), png, ex=self.ttl)
