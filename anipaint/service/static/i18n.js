@@ -1,7 +1,7 @@
-// Every string the page shows, in English and Chinese. app.js picks one by navigator.language (zh* → zh).
-"use strict";
+// Every string the page shows, in English and Chinese, and the view that writes them into the static markup.
+// The language is the saved choice, else navigator.language (zh* → zh).
 
-window.ANIPAINT_STRINGS = {
+export const STRINGS = {
   en: {
     "doc.title": "AniPaint — photos into anime paintings",
     "tagline": "Turn your photos into anime paintings",
@@ -145,3 +145,36 @@ window.ANIPAINT_STRINGS = {
     "footer.api": "API 文档",
   },
 };
+
+export function pickLanguage() {
+  let saved = null;
+  try { saved = localStorage.getItem("anipaint.lang"); } catch (_) { /* private mode */ }
+  if (saved && STRINGS[saved]) return saved;
+  const nav = (navigator.languages && navigator.languages[0]) || navigator.language || "en";
+  return nav.toLowerCase().startsWith("zh") ? "zh" : "en";
+}
+
+export function saveLanguage(lang) {
+  try { localStorage.setItem("anipaint.lang", lang); } catch (_) { /* ignore */ }
+}
+
+// The text for `key` in `lang` (English if missing there), with each {name} replaced by vars[name].
+export function translate(lang, key, vars) {
+  let text = (STRINGS[lang] && STRINGS[lang][key]) || STRINGS.en[key] || key;
+  for (const [name, value] of Object.entries(vars || {})) text = text.split(`{${name}}`).join(String(value));
+  return text;
+}
+
+// Every element with data-i18n gets its text (its other data-* attributes fill the {names}), the document its
+// title and language.
+export function watchStaticText(store) {
+  store.watch((s) => [s.lang, s.config], (s) => {
+    document.documentElement.lang = s.lang === "zh" ? "zh-CN" : "en";
+    document.title = translate(s.lang, "doc.title");
+    if (s.config) document.getElementById("drop-limit").dataset.mb = megabytes(s.config.max_upload_bytes);
+    for (const el of document.querySelectorAll("[data-i18n]")) el.textContent = translate(s.lang, el.dataset.i18n, el.dataset);
+    document.getElementById("compare-slider").setAttribute("aria-label", translate(s.lang, "compare.label"));
+  });
+}
+
+export const megabytes = (bytes) => Math.round(bytes / (1024 * 1024));

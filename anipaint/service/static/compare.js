@@ -1,0 +1,129 @@
+// The result: before/after compare slider, style strength (re-blended here, no request), the download link that
+// follows it, and the line under it. All drawn from state.result, state.split, state.strength, state.download.
+
+import { mix, toLab } from "./blend.js";
+import { translate } from "./i18n.js";
+import { styleName } from "./styles.js";
+
+const $ = (id) => document.getElementById(id);
+const clamp = (v) => Math.min(100, Math.max(0, Number(v)));
+
+function pixels(source, w, h, smooth) {
+  const canvas = document.createElement("canvas");
+  canvas.width = w;
+  canvas.height = h;
+  const ctx = canvas.getContext("2d", { willReadFrequently: true });
+  if (smooth) ctx.imageSmoothingQuality = "high";
+  ctx.drawImage(source, 0, 0, w, h);
+  return ctx.getImageData(0, 0, w, h);
+}
+
+// The full-strength picture and the photo at its size, kept in L*a*b* for the slider to mix.
+export async function keepForBlending(blob, photo, w, h) {
+  const painted = pixels(await createImageBitmap(blob), w, h, false);
+  const photoData = pixels(await createImageBitmap(photo), w, h, true);
+  return {
+    photoLab: toLab(photoData.data),
+    paintedLab: toLab(painted.data),
+    painted,
+    out: new ImageData(new Uint8ClampedArray(painted.data), w, h),
+  };
+}
+
+export function setSplit(store, value) {
+  store.update({ split: clamp(value) });
+}
+
+export function setStrength(store, value) {
+  store.update({ strength: Math.round(clamp(value)) });
+}
+
+// The slider let go: the server's PNG at 100 %, else the blended canvas as a PNG of its own.
+export function commitStrength(store) {
+  const { result, strength } = store.state;
+  if (!result) return;
+  if (strength >= 100) { store.update({ download: { href: result.url, name: `${result.name}.png` } }); return; }
+  requestAnimationFrame(() => $("after").toBlob((png) => {
+    if (!png || store.state.result !== result || store.state.strength !== strength) return;
+    const old = store.state.download;
+    if (old && old.href !== result.url) URL.revokeObjectURL(old.href);
+    store.update({ download: { href: URL.createObjectURL(png), name: `${result.name}-${strength}.png` } });
+  }, "image/png"));
+}
+
+// A new result replaces the old one: its object URLs go (its photo's too, unless still in use: `keep`).
+export function dropResult(state, keep) {
+  const { result, download } = state;
+  if (!result) return;
+  if (download && download.href !== result.url) URL.revokeObjectURL(download.href);
+  URL.revokeObjectURL(result.url);
+  if (result.beforeUrl !== keep && result.beforeUrl !== state.fileUrl) URL.revokeObjectURL(result.beforeUrl);
+}
+
+function drawCompare(s) {
+  const r = s.result;
+  $("compare").hidden = !r;
+  $("result-actions").hidden = !r;
+  $("strength-row").hidden = !r;
+  if (!r) return;
+  $("before").src = r.beforeUrl;
+  $("compare").style.aspectRatio = `${r.width} / ${r.height}`;
+  const canvas = $("after");
+  canvas.width = r.width;
+  canvas.height = r.height;
+  canvas.getContext("2d").putImageData(r.blend.painted, 0, 0);
+}
+
+function drawSplit(s) {
+  if (!s.result) return;
+  const v = s.split;
+  if (Number($("compare-slider").value) !== v) $("compare-slider").value = v;
+  $("before").style.clipPath = `inset(0 ${(100 - v).toFixed(2)}% 0 0)`;
+  $("divider").style.left = `${v}%`;
+  $("compare").dataset.split = v.toFixed(1);
+}
+
+// One repaint per animation frame, however fast the slider moves; data-strength says what the canvas shows.
+let frame = 0;
+function drawStrength(store) {
+  const s = store.state;
+  $("strength-value").textContent = `${s.strength}%`;
+  if (Number($("strength").value) !== s.strength) $("strength").value = s.strength;
+  if (!s.result || frame) return;
+  frame = requestAnimationFrame(() => {
+    frame = 0;
+    const { result, strength } = store.state;
+    if (!result) return;
+    const b = result.blend;
+    const ctx = $("after").getContext("2d");
+    if (strength >= 100) ctx.putImageData(b.painted, 0, 0); // the plain style, exactly
+    else {
+      mix(b.photoLab, b.paintedLab, strength / 100, b.out.data);
+      ctx.putImageData(b.out, 0, 0);
+    }
+    $("compare").dataset.strength = String(strength);
+  });
+}
+
+function drawInfo(s) {
+  const r = s.result;
+  if (!r) return;
+  const t = (key, vars) => translate(s.lang, key, vars);
+  const faces = r.portrait ? ` · ${t("result.faces", { n: r.facesFound })}` : "";
+  const info = { style: styleName(s, r.style), w: r.width, h: r.height, s: r.seconds };
+  $("result-info").textContent = t("result.info", info) + faces;
+}
+
+function drawDownload(s) {
+  if (!s.download) return;
+  $("download").href = s.download.href;
+  $("download").download = s.download.name;
+}
+
+export function watchResult(store) {
+  store.watch((s) => [s.result], drawCompare);
+  store.watch((s) => [s.result, s.split], drawSplit);
+  store.watch((s) => [s.result, s.strength], () => drawStrength(store));
+  store.watch((s) => [s.lang, s.result, s.styles], drawInfo);
+  store.watch((s) => [s.download], drawDownload);
+}

@@ -1,0 +1,118 @@
+// The job: the paint options built from the state, one paint through a painter (api.js's serverPainter, or any
+// object with the same paint()), its progress, cancel, and the views of all that: the paint button, the progress
+// bar, the placeholder and body[data-state].
+
+import { dropResult, keepForBlending } from "./compare.js";
+import { translate } from "./i18n.js";
+import { clearMessage, showMessage, showPaintError } from "./messages.js";
+import { offeredBackground } from "./styles.js";
+
+const $ = (id) => document.getElementById(id);
+
+// What a paint asks for, from the state: the one place the request's options are decided.
+export function paintOptions(state) {
+  const { faces, size, portrait } = state.options;
+  return {
+    style: state.style,
+    maxSide: size === "original" ? 0 : Number(size),
+    faces,
+    portrait, // anime faces: each face painted by the face model, the rest in `style` or `background`
+    background: offeredBackground(state) || null,
+    strength: 1, // always the full style: the strength slider re-blends in the browser
+  };
+}
+
+// The file's name, made safe for the download's name.
+function baseName(file) {
+  const raw = (file && file.name) || "image";
+  const stem = raw.replace(/\.[^.]*$/, "").replace(/[^\p{L}\p{N}_-]+/gu, "-").replace(/^-+|-+$/g, "");
+  return stem.slice(0, 60) || "image";
+}
+
+const phaseOf = (p) => (p.stage === "uploading" ? "uploading" : p.waiting ? "queued" : "running");
+
+export async function startPaint(store, painter) {
+  const s = store.state;
+  if (!s.file) { showMessage(store, "error", "err.noFile"); return; }
+  if (!s.style || s.job) return;
+  clearMessage(store);
+  const options = paintOptions(s);
+  const job = {
+    file: s.file, beforeUrl: s.fileUrl, name: baseName(s.file), portrait: options.portrait,
+    started: performance.now(), controller: new AbortController(),
+  };
+  const progress = (p) => { if (store.state.job === job) store.update({ progress: p, phase: phaseOf(p) }); };
+  store.update({ job });
+  progress({ stage: "uploading", progress: 0, position: 0 });
+  if (window.matchMedia("(max-width: 880px)").matches) $("result-card").scrollIntoView({ behavior: "smooth" });
+  let painted, blend;
+  try {
+    painted = await painter.paint(job.file, options, progress, job.controller.signal);
+  } catch (error) {
+    if (store.state.job !== job) return;
+    store.update({ job: null, progress: null });
+    showPaintError(store, error);
+    return;
+  }
+  if (store.state.job !== job) return;
+  try {
+    blend = await keepForBlending(painted.blob, job.file, painted.width, painted.height);
+  } catch (_) {
+    store.update({ job: null, progress: null });
+    showMessage(store, "error", "err.failed", "this browser cannot read the painted picture back");
+    return;
+  }
+  if (store.state.job !== job) return;
+  const url = URL.createObjectURL(painted.blob);
+  const name = `${job.name}-anipaint-${painted.style}`;
+  dropResult(store.state, job.beforeUrl);
+  const seconds = ((performance.now() - job.started) / 1000).toFixed(1);
+  const result = {
+    url, name, blend, seconds, beforeUrl: job.beforeUrl, width: painted.width, height: painted.height,
+    style: painted.style, portrait: job.portrait, facesFound: painted.facesFound || 0,
+  };
+  store.update({
+    job: null, progress: null, result, download: { href: url, name: `${name}.png` }, split: 50, strength: 100,
+    phase: "done",
+  });
+}
+
+export function cancelPaint(store) {
+  const job = store.state.job;
+  if (!job) return;
+  store.update({ job: null, progress: null, phase: "ready" });
+  job.controller.abort();
+}
+
+function drawProgress(s) {
+  const p = s.progress;
+  const box = $("progress");
+  box.hidden = !p;
+  if (!p) return;
+  box.dataset.stage = p.stage;
+  const pct = Math.round(p.progress * 100);
+  $("progress-fill").style.width = `${Math.max(4, pct)}%`;
+  $("progress-bar").setAttribute("aria-valuenow", String(pct));
+  const t = (key, vars) => translate(s.lang, key, vars);
+  let text;
+  if (p.stage === "uploading") text = t("progress.uploading");
+  else if (p.stage === "queued") text = p.position ? t("progress.queued", { n: p.position }) : t("stage.queued");
+  else text = `${t(`stage.${p.stage}`)} ${pct}%`;
+  $("progress-text").textContent = text;
+}
+
+function drawPaintButton(s) {
+  const busy = Boolean(s.job);
+  const button = $("paint");
+  button.disabled = !s.file || !s.style || busy;
+  button.classList.toggle("busy", busy);
+  $("paint-label").textContent = translate(s.lang, busy ? "painting" : "paint");
+}
+
+export function watchJob(store) {
+  store.watch((s) => [s.lang, s.progress], drawProgress);
+  store.watch((s) => [s.lang, s.file, s.style, s.job], drawPaintButton);
+  store.watch((s) => [s.job], (s) => { if (s.job) $("progress-photo").src = s.job.beforeUrl; });
+  store.watch((s) => [s.progress, s.result], (s) => { $("placeholder").hidden = Boolean(s.progress || s.result); });
+  store.watch((s) => [s.phase], (s) => { document.body.dataset.state = s.phase; });
+}

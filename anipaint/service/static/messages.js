@@ -1,0 +1,51 @@
+// The one message box under the paint button: what went wrong, in the page's language, from state.message.
+
+import { megabytes, translate } from "./i18n.js";
+
+const $ = (id) => document.getElementById(id);
+
+// kind: "error" or "busy"; sub: plain text (a server's detail, a file name) or {key, vars} to translate.
+export function showMessage(store, kind, key, sub = "") {
+  store.update({ message: { kind, key, sub }, phase: "error" });
+}
+
+export function clearMessage(store) {
+  if (store.state.message) store.update({ message: null });
+}
+
+// The upload limits, from the server's config or the page's defaults.
+export function limits(state) {
+  const c = state.config || { max_upload_bytes: 20 * 1024 * 1024, max_pixels: 40e6 };
+  return { mb: megabytes(c.max_upload_bytes), mp: Math.round(c.max_pixels / 1e6) };
+}
+
+// A painter's PaintError (api.js) as the message to show; a cancelled paint shows none.
+export function showPaintError(store, error) {
+  const reason = error && error.reason;
+  const detail = (error && error.detail) || "";
+  if (reason === "cancelled") return;
+  if (reason === "busy") {
+    const sub = error.retryAfter ? { key: "err.busy.retry", vars: { n: error.retryAfter } } : "";
+    showMessage(store, "busy", "err.busy", sub);
+  } else if (reason === "tooBig") {
+    showMessage(store, "error", "err.tooBig", { key: "err.tooBig.limit", vars: limits(store.state) });
+  } else if (reason === "network" || reason === "gone") {
+    showMessage(store, "error", `err.${reason}`);
+  } else if (reason === "notImage" || reason === "style" || reason === "timeout") {
+    showMessage(store, "error", `err.${reason}`, detail);
+  } else {
+    showMessage(store, "error", "err.failed", reason ? detail : String(error));
+  }
+}
+
+export function watchMessage(store) {
+  store.watch((s) => [s.lang, s.message], (s) => {
+    const box = $("message");
+    const m = s.message;
+    box.hidden = !m;
+    if (!m) return;
+    box.dataset.kind = m.kind;
+    $("message-text").textContent = translate(s.lang, m.key);
+    $("message-sub").textContent = typeof m.sub === "string" ? m.sub : translate(s.lang, m.sub.key, m.sub.vars);
+  });
+}

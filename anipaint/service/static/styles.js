@@ -1,0 +1,187 @@
+// The styles: loaded from the server (and refreshed while it prepares them), their thumbnails, the choice, and
+// the views drawn from them: the cards, the background select, the note, the licence and the "more styles" line.
+// Whether a style can paint backgrounds is read here only (the server says `kind`, no capability field).
+
+import { getStyles, getThumbnail } from "./api.js";
+import { translate } from "./i18n.js";
+
+const THUMB_RETRY_MS = 3000;
+const PREPARING_POLL_MS = 5000;
+const $ = (id) => document.getElementById(id);
+
+// Styles that paint whole pictures, so can paint the background around anime faces.
+export const paintsBackgrounds = (style) => style.kind !== "face";
+
+export const usableStyles = (state) => state.styles.filter((s) => s.available);
+
+// "Hayao (AnimeGANv3)" → ["Hayao", "AnimeGANv3"].
+export function splitLabel(label) {
+  const m = /^(.*?)\s*\((.*)\)\s*$/.exec(label);
+  return m ? [m[1], m[2]] : [label, ""];
+}
+
+// The short name of a style id, for the result line.
+export function styleName(state, id) {
+  const style = state.styles.find((s) => s.id === id);
+  return style ? splitLabel(style.label)[0] : id;
+}
+
+// The background style the page would send: the chosen one while it is still offered, else none ("same as style").
+export function offeredBackground(state) {
+  const id = state.options.background;
+  return id && usableStyles(state).some((s) => s.id === id && paintsBackgrounds(s)) ? id : "";
+}
+
+const preparing = (styles) => styles.some((s) => s.state === "converting" || s.state === "optimising");
+
+// First load: the saved style if it can paint here, else the server's default, else the first that can.
+export async function loadStyles(store, onFailure) {
+  let styles;
+  try { styles = await getStyles(); } catch (_) { onFailure(); return; }
+  let saved = null;
+  try { saved = localStorage.getItem("anipaint.style"); } catch (_) { /* ignore */ }
+  const usable = styles.filter((s) => s.available);
+  const pick = usable.find((s) => s.id === saved) || usable.find((s) => s.default) || usable[0];
+  store.update({ styles, stylesLoaded: true, style: pick ? pick.id : null });
+  for (const s of usable) loadThumbnail(store, s.id, s.thumbnail, 0);
+  if (preparing(styles)) setTimeout(() => refreshStyles(store), PREPARING_POLL_MS);
+}
+
+// Styles the server is still converting or optimising in the background: refresh their state until ready.
+async function refreshStyles(store) {
+  try {
+    const styles = await getStyles();
+    const known = new Set(usableStyles(store.state).map((s) => s.id));
+    store.update({ styles });
+    for (const s of usableStyles(store.state)) if (!known.has(s.id)) loadThumbnail(store, s.id, s.thumbnail, 0);
+  } catch (_) { /* try again later */ }
+  if (preparing(store.state.styles)) setTimeout(() => refreshStyles(store), PREPARING_POLL_MS);
+}
+
+async function loadThumbnail(store, id, url, tries) {
+  try {
+    const thumb = await getThumbnail(url, tries > 0);
+    if (!thumb) return;
+    const old = store.state.thumbs[id];
+    if (old) URL.revokeObjectURL(old.url);
+    store.update((s) => ({ thumbs: { ...s.thumbs, [id]: { url: URL.createObjectURL(thumb.blob), pending: thumb.pending } } }));
+    if (thumb.pending && tries < 40) setTimeout(() => loadThumbnail(store, id, url, tries + 1), THUMB_RETRY_MS);
+  } catch (_) {
+    if (tries < 5) setTimeout(() => loadThumbnail(store, id, url, tries + 1), THUMB_RETRY_MS);
+  }
+}
+
+export function selectStyle(store, id) {
+  try { localStorage.setItem("anipaint.style", id); } catch (_) { /* ignore */ }
+  store.update({ style: id });
+}
+
+// Text with `code` spans, built as nodes (never as HTML).
+function setCodeText(el, text) {
+  el.textContent = "";
+  text.split("`").forEach((part, i) => {
+    if (!part) return;
+    if (i % 2) { const code = document.createElement("code"); code.textContent = part; el.appendChild(code); }
+    else el.appendChild(document.createTextNode(part));
+  });
+}
+
+function newCard(store, id) {
+  const card = document.createElement("label");
+  card.className = "style-card";
+  card.dataset.style = id;
+  card.setAttribute("data-testid", `style-${id}`);
+  card.innerHTML = '<input type="radio" name="style"><span class="thumb pending"><img alt="">' +
+    '<span class="badge" hidden></span></span><span class="tick" aria-hidden="true">✓</span>' +
+    '<span class="name"></span><span class="reason"></span>';
+  const input = card.querySelector("input");
+  input.value = id;
+  input.addEventListener("change", () => selectStyle(store, id));
+  return card;
+}
+
+// Only the styles that can paint here get a card; the others are counted in one "more styles" line.
+function drawStyles(store, s) {
+  if (!s.stylesLoaded) return;
+  const t = (key, vars) => translate(s.lang, key, vars);
+  const box = $("styles");
+  const usable = usableStyles(s);
+  const commercialOnly = Boolean(s.config && s.config.commercial_only);
+  const cards = new Map([...box.querySelectorAll(".style-card")].map((c) => [c.dataset.style, c]));
+  for (const el of [...box.children]) if (!el.classList.contains("style-card")) el.remove();
+  for (const [id, card] of cards) if (!usable.some((u) => u.id === id)) card.remove();
+  if (!usable.length) {
+    const empty = document.createElement("p");
+    empty.className = "style-empty muted";
+    empty.dataset.testid = "styles-empty";
+    setCodeText(empty, t(commercialOnly ? "style.noneCommercial" : "style.none"));
+    box.appendChild(empty);
+  }
+  for (const style of usable) {
+    const card = cards.get(style.id) || box.appendChild(newCard(store, style.id));
+    const [name, family] = splitLabel(style.label);
+    card.querySelector(".name").textContent = name;
+    const busy = style.state === "converting" || style.state === "optimising";
+    card.querySelector(".reason").textContent = busy ? `${family} · ${t("style." + style.state)}` : family;
+    card.dataset.state = style.state || "";
+    card.title = `${style.label}\n${style.description}\n${t("style.licence", { id: style.licence })}`;
+    card.dataset.licence = style.licence;
+    card.classList.toggle("selected", style.id === s.style);
+    card.querySelector("input").checked = style.id === s.style;
+    const badge = card.querySelector(".badge");
+    badge.hidden = !style.default;
+    badge.textContent = t("style.default");
+    const thumb = s.thumbs[style.id];
+    const img = card.querySelector("img");
+    if (thumb && img.getAttribute("src") !== thumb.url) img.src = thumb.url;
+    card.querySelector(".thumb").classList.toggle("pending", !thumb || thumb.pending);
+  }
+  const chosen = s.styles.find((st) => st.id === s.style);
+  $("style-note").textContent = chosen ? `${chosen.label} — ${chosen.description}` : "";
+  drawLicence(t, s, chosen, commercialOnly);
+  const more = s.styles.filter((st) => !st.available);
+  $("more-styles").hidden = !more.length;
+  if (more.length) {
+    setCodeText($("more-styles"), t("style.more", { n: more.length }));
+    $("more-styles").title = more.map((st) => `${st.id}: ${st.reason || ""}`).join("\n");
+  }
+}
+
+function drawLicence(t, s, chosen, commercialOnly) {
+  const box = $("style-licence");
+  box.textContent = "";
+  if (!chosen) {
+    if (commercialOnly && s.styles.length) box.textContent = t("style.commercialOnly");
+    return;
+  }
+  const pill = document.createElement("span");
+  pill.className = chosen.commercial ? "lic commercial" : "lic";
+  pill.textContent = t("style.licence", { id: chosen.licence });
+  pill.title = `${chosen.licence_text}\n${chosen.licence_source}`;
+  box.appendChild(pill);
+  const terms = t(chosen.commercial ? "style.licence.commercial" : "style.licence.noncommercial");
+  box.appendChild(document.createTextNode(commercialOnly ? `${terms} · ${t("style.commercialOnly")}` : terms));
+}
+
+// The background select offers every usable style that paints whole pictures; "" (the first option) is the
+// style's own.
+function drawBackgrounds(s) {
+  const select = $("background");
+  while (select.options.length > 1) select.remove(1);
+  for (const style of usableStyles(s)) {
+    if (!paintsBackgrounds(style)) continue;
+    const option = document.createElement("option");
+    option.value = style.id;
+    option.textContent = splitLabel(style.label)[0];
+    select.appendChild(option);
+  }
+  select.value = offeredBackground(s);
+}
+
+export function watchStyles(store) {
+  store.watch((s) => [s.lang, s.styles, s.stylesLoaded, s.style, s.config, s.thumbs], (s) => drawStyles(store, s));
+  store.watch((s) => [s.styles, s.options.background], drawBackgrounds);
+  $("background").addEventListener("change", (e) => {
+    store.update((s) => ({ options: { ...s.options, background: e.target.value } }));
+  });
+}
