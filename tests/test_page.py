@@ -139,6 +139,10 @@ def test_paint_compare_download(server: Server, page_factory) -> None:
     page = page_factory()
     _open(page, server)
     assert page.locator("#paint").is_disabled()
+    # ES modules under the unchanged policy: one module entry point, no inline script, scripts from 'self' only.
+    assert "script-src 'self';" in server.client.get("/").headers["content-security-policy"]
+    assert page.locator('script[type="module"][src="/static/app.js"]').count() == 1
+    assert page.locator("script:not([src])").count() == 0
     # Only styles that can paint here get a card; the rest are one line saying how to add them.
     styles = server.client.get("/api/styles").json()
     available = sorted(s["id"] for s in styles if s["available"])
@@ -333,6 +337,15 @@ def test_anime_faces_toggle_paints_a_portrait(server: Server, page_factory) -> N
     # faces are found only when the request carried portrait=true.
     found = re.search(r"(\d+) anime faces", page.inner_text('[data-testid="result-info"]'))
     assert found and int(found.group(1)) >= 2, page.inner_text('[data-testid="result-info"]')
+    # A language switch redraws the line from what was painted: the same seconds and faces, in the other language.
+    info_en = page.inner_text('[data-testid="result-info"]')
+    seconds = re.search(r"· ([\d.]+) s ·", info_en)
+    assert seconds, info_en
+    page.click('[data-testid="lang-toggle"]')
+    info_zh = page.inner_text('[data-testid="result-info"]')
+    assert f"· {seconds.group(1)} 秒 · {found.group(1)} 张动漫脸" in info_zh, info_zh
+    page.click('[data-testid="lang-toggle"]')
+    assert page.inner_text('[data-testid="result-info"]') == info_en
     page.evaluate("window.scrollTo(0, 0)")
     _shot(page, "page-portrait")
 
