@@ -69,6 +69,7 @@ function form(file, options) {
   body.append("image", file, file.name || "pasted.png");
   body.append("style", options.style);
   body.append("faces", options.faces ? "true" : "false");
+  if (options.faceStyle) body.append("face_style", options.faceStyle);
   body.append("max_side", String(options.maxSide));
   body.append("portrait", options.portrait ? "true" : "false");
   if (options.background) body.append("background", options.background);

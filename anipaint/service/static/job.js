@@ -16,6 +16,7 @@ export function paintOptions(state) {
     style: state.style,
     maxSide: size === "original" ? 0 : Number(size),
     faces,
+    faceStyle: null, // the faces' own style: no control on the page, so the chosen style
     portrait, // anime faces: each face painted by the face model, the rest in `style` or `background`
     background: offeredBackground(state) || null,
     strength: 1, // always the full style: the strength slider re-blends in the browser
