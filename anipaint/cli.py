@@ -187,7 +187,8 @@ def _prepare_engines(style_ids: list[str], settings: Settings) -> None:
         style = store.get_style(style_id)
         if len(backends.applicable(style)) == 1:
             continue
-        what = "building and measuring" if "compiled" in backends.applicable(style) else "measuring"
+        builds = any(backends.BACKENDS[name].suffix for name in backends.applicable(style))
+        what = "building and measuring" if builds else "measuring"
         print(f"  {style_id:<24} {what} the engines (once per machine)…", flush=True)
         record = engine.prepare(style, store.artefact_path(style, settings), settings)
         print(f"  {style_id:<24} engine: {record.get('choice', 'torch')}", flush=True)

@@ -57,12 +57,12 @@ _keys: dict[tuple[str, int, int], str] = {}
 
 def _engine_key(artefact: Path) -> str:
     """The engine cache key of an artefact, remembered per file version (it hashes the weights)."""
-    from anipaint.engine import backends
+    from anipaint.engine import builds
 
     stat = artefact.stat()
     marker = (str(artefact), stat.st_mtime_ns, stat.st_size)
     if marker not in _keys:
-        _keys[marker] = backends.engine_key(artefact)
+        _keys[marker] = builds.engine_key(artefact)
     return _keys[marker]
 
 
@@ -74,17 +74,7 @@ def planned_engine(style: Style, settings: Settings) -> str | None:
     if not needs_engine(style):
         return "torch"
     key = _engine_key(store.artefact_path(style, settings))
-    name = (settings.backend or "auto").lower()
-    if name == "auto":
-        record = backends.read_auto(style, settings, key) or {}
-        name = record.get("choice")
-        if not name:
-            return None
-    if name not in backends.applicable(style):
-        return "torch"
-    if name in backends.NOTHING_TO_BUILD:
-        return name
-    return name if backends.build_path(name, style, settings, key).is_file() else None
+    return backends.planned(style, settings, key, backends.wanted(settings))
 
 
 def style_states(settings: Settings | None = None, preparer: Preparer | None = None) -> list[StyleState]:
@@ -195,8 +185,10 @@ class Preparer:
             except (BrokenPipeError, ValueError, OSError):
                 return
             # Builds and measurements hold no lock a paint under `auto` waits for, so they can stop outright.
+            from anipaint.engine import backends
+
             optimising = self.current is not None and self.current[0] == "optimise"
-            if busy and optimising and (self.settings.backend or "auto") == "auto":
+            if busy and optimising and backends.wanted(self.settings) == backends.AUTO:
                 proc.send_signal(signal.SIGSTOP)
                 self._stopped = True
             elif not busy and self._stopped:

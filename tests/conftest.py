@@ -158,14 +158,14 @@ def seed_builds(style_id: str, home: Path) -> list[Path]:
     """Copy the session store's builds of a style (made by :func:`engine_builds`), not auto's record, into the
     store at ``home``; returns the copies. Builds are keyed by the converted weights, which convert byte for
     byte the same in any store, so the empty store's preparation finds them and only measures."""
-    from anipaint.engine import backends
+    from anipaint.engine import builds
     from anipaint.registry import get_style
     from anipaint.settings import Settings, reload_settings
 
     style = get_style(style_id)
-    built = sorted(p for p in backends.cache_dir(style, reload_settings()).iterdir() if p.suffix in (".pt2", ".onnx"))
+    built = sorted(p for p in builds.cache_dir(style, reload_settings()).iterdir() if p.suffix in (".pt2", ".onnx"))
     assert built, f"{style_id} has no builds in the session store: ask engine_builds({style_id!r}) first"
-    target = backends.cache_dir(style, Settings(home=home, sources=SOURCES))
+    target = builds.cache_dir(style, Settings(home=home, sources=SOURCES))
     target.mkdir(parents=True, exist_ok=True)
     for path in built:
         shutil.copy2(path, target / path.name)

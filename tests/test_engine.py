@@ -17,7 +17,7 @@ import torch
 from PIL import Image
 
 from anipaint import store
-from anipaint.engine import Engine, backends, load_network, select, threads, tiling
+from anipaint.engine import Engine, backends, builds, load_network, select, threads, tiling
 from anipaint.engine.tensors import from_tensor, to_tensor
 from anipaint.networks.animeganv2 import ReferenceV2
 from anipaint.quality import faithful, far_share, psnr
@@ -144,15 +144,15 @@ def test_compiled_backend_any_size_and_fresh_outputs(settings, v2, auto_record):
 
 def test_cached_builds_are_reused(settings, v2, auto_record):
     style, artefact = v2
-    key = backends.engine_key(artefact)
+    key = builds.engine_key(artefact)
     paths = {n: backends.build_path(n, style, settings, key) for n in ("compiled", "int8", "onnxruntime")}
     stamps = {n: p.stat().st_mtime_ns for n, p in paths.items()}
-    before = dict(backends.BUILDS)
+    before = dict(builds.BUILDS)
     for name in paths:
         backends.open_named(name, style, artefact, settings, load_network(style, artefact))
     engine = Engine(style, artefact, settings, backend="compiled")
     assert engine.backend_name == "compiled"
-    assert dict(backends.BUILDS) == before
+    assert dict(builds.BUILDS) == before
     assert {n: p.stat().st_mtime_ns for n, p in paths.items()} == stamps
 
 
@@ -175,7 +175,7 @@ def test_cache_key_changes_with_weights(tmp_path, v2):
     sd = torch.load(artefact, map_location="cpu", weights_only=True)
     sd["out_layer.0.weight"] = sd["out_layer.0.weight"] * 1.01
     torch.save(sd, other)
-    assert backends.engine_key(other) != backends.engine_key(artefact)
+    assert builds.engine_key(other) != builds.engine_key(artefact)
 
 
 def test_v1_runs_in_strips_and_auto_measures_that(settings, photos, engine_builds):
@@ -422,10 +422,10 @@ def test_auto_paints_on_the_plain_network_when_its_build_does_not_load(settings,
     painting: ``auto`` falls back to the eager network with a warning."""
     style, artefact = v2
     home = dataclasses.replace(settings, home=tmp_path / "home")
-    key = backends.engine_key(artefact)
+    key = builds.engine_key(artefact)
     store.style_dir(style, home).mkdir(parents=True)
     shutil.copy(artefact, store.artefact_path(style, home))
-    backends.cache_dir(style, home).mkdir()
+    builds.cache_dir(style, home).mkdir()
     backends.build_path("compiled", style, home, key).write_bytes(b"PK\x03\x04 not a whole package")
     backends.auto_path(style, home, key).write_text(json.dumps({"choice": "compiled", "key": key}))
     backend = backends.open_backend(style, store.artefact_path(style, home), home, load_network(style, artefact))

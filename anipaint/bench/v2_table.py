@@ -83,7 +83,7 @@ def v2_rows(settings, photo: bytes, rounds: int, quick: bool) -> tuple[list[Row]
     from PIL import Image
 
     from anipaint import store
-    from anipaint.engine import Engine, backends, load_network, prepare
+    from anipaint.engine import Engine, backends, builds, load_network, prepare
     from anipaint.engine.graphs import V2Graph
     from anipaint.networks.animeganv2 import ReferenceV2
     from anipaint.quality import psnr
@@ -132,7 +132,7 @@ def v2_rows(settings, photo: bytes, rounds: int, quick: bool) -> tuple[list[Row]
     add("+ thread policy, denormals flushed", tensor_painter(module), f"{torch.get_num_threads()} threads")
     add("+ channels-last memory (eager fp32)", tensor_painter(V2Graph(sd, torch.float32).eval(), True))
     add("+ bf16 convs (eager, AVX512_BF16)", tensor_painter(V2Graph(sd, torch.bfloat16).eval(), True))
-    key = backends.engine_key(artefact)
+    key = builds.engine_key(artefact)
     for name, label in (("onnxruntime", "ONNX Runtime fp32, all graph optimisations"),
                         ("compiled", "AOTInductor bf16 channels-last, fused norms"),
                         ("int8", "AOTInductor + int8 VNNI on the 5 heavy convs")):

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from anipaint.engine import backends, threads, tiling
+from anipaint.engine.runners import StripsBackend
 from anipaint.engine.tensors import from_tensor, from_tensor_float, to_tensor
 from anipaint.networks.architectures import get_architecture
 from anipaint.registry import Style
@@ -49,7 +50,7 @@ class Engine:
         self.settings = settings
         self.artefact = Path(artefact)
         self.network = load_network(style, self.artefact)
-        self.backend = backends.open_backend(style, self.artefact, settings, self.network, backend or settings.backend)
+        self.backend = backends.open_backend(style, self.artefact, settings, self.network, backend)
         self._streamed = None
 
     @property
@@ -63,7 +64,7 @@ class Engine:
         from anipaint.engine.streaming import for_network
 
         if self._streamed is None:
-            if isinstance(self.backend, backends.StripsBackend):  # already loaded: share its weights
+            if isinstance(self.backend, StripsBackend):  # already loaded: share its weights
                 self._streamed = self.backend.streamed
             else:
                 self._streamed = for_network(self.network, self.settings.scratch_dir)
@@ -101,11 +102,11 @@ def prepare(style: Style, artefact: Path, settings: Settings, backend: str | Non
     Returns the auto choice record (``{"choice": ..., "results": {...}}``) or ``{"choice": name}``.
     """
     threads.configure(settings.jobs, settings.threads)
-    name = (backend or settings.backend or "auto").lower()
+    name = backends.wanted(settings, backend)
     if len(backends.applicable(style)) == 1:
         return {"choice": "torch"}
     network = load_network(style, Path(artefact))
-    if name == "auto":
+    if name == backends.AUTO:
         from anipaint.engine.select import choose
 
         return choose(style, Path(artefact), settings, network)

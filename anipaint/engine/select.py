@@ -19,8 +19,9 @@ import numpy as np
 import torch
 from filelock import FileLock
 
-from anipaint.engine import backends, timing
+from anipaint.engine import backends, builds, timing
 from anipaint.engine.cpu import cpu_flags
+from anipaint.engine.runners import Backend, TorchBackend
 from anipaint.engine.tensors import from_tensor
 from anipaint.networks.architectures import get_architecture
 from anipaint.quality import FAITHFUL_FAR_SHARE, FAITHFUL_PSNR, faithful, far_share, psnr
@@ -36,7 +37,7 @@ SLOW_PICTURE = 2.0
 def reference_for(style: Style, artefact: Path, network):
     """The yardstick: the architecture's own reference (plain-call fp32 for v2), else its eager network."""
     make = get_architecture(style.architecture).reference
-    return make(artefact, network) if make else backends.TorchBackend(network)
+    return make(artefact, network) if make else TorchBackend(network)
 
 
 def evaluate(backend, wanted: list[np.ndarray], pictures: list[torch.Tensor], repeats: int = 3,
@@ -93,7 +94,7 @@ def _area(x: torch.Tensor) -> int:
 def choose(style: Style, artefact: Path, settings: Settings, network, key: str | None = None,
            names: tuple[str, ...] | None = None) -> dict:
     """The cached auto choice for this machine, measuring (and building) every backend the first time."""
-    key = key or backends.engine_key(artefact)
+    key = key or builds.engine_key(artefact)
     cached = backends.read_auto(style, settings, key)
     if cached and cached.get("choice"):
         return cached
@@ -142,7 +143,7 @@ def measure_all(style: Style, artefact: Path, settings: Settings, network, key: 
     so far (:func:`evaluate`). A slow style is checked and timed on the small picture only (SLOW_PICTURE)."""
 
     results: dict[str, dict] = {}
-    opened: dict[str, backends.Backend] = {}
+    opened: dict[str, Backend] = {}
     t0 = time.perf_counter()
     # Every build first: a backend timed right after a build (compiler workers winding down, a freshly
     # touched heap) measured up to 1.5x slow.
@@ -169,12 +170,12 @@ def measure_all(style: Style, artefact: Path, settings: Settings, network, key: 
             pictures = pictures[:-1]  # checked and timed on the small pictures alone (see SLOW_PICTURE)
     timed = tuple(pictures[-1].shape[-2:])
     best = float("inf")
-    if isinstance(reference, backends.TorchBackend):  # see reference_for
+    if isinstance(reference, TorchBackend):  # see reference_for
         results["torch"] = {"seconds": round(seconds, 4), "reference": True, "faithful": True, "samples": 1,
                             "note": "the reference itself, timed while painting the last check picture"}
         best = seconds
     elif "torch" in (names or backends.applicable(style)):
-        opened = {"torch": backends.TorchBackend(network), **opened}  # timed first: it sets the bar
+        opened = {"torch": TorchBackend(network), **opened}  # timed first: it sets the bar
     for name, backend in opened.items():
         try:
             results[name] = evaluate(backend, wanted, pictures, give_up=1.3 * best if best < float("inf") else None)

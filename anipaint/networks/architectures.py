@@ -34,6 +34,9 @@ class Architecture:
     # (anipaint.engine.streaming), so they need scratch space. For imported graphs: those whose ops all stream;
     # the others paint in tiles, and the service's scratch check is then on the safe side.
     streams: bool = False
+    # How the fast builds are made: "network" exports the eager network (anipaint.engine.graph_compile);
+    # "weights" rebuilds AnimeGAN v2 from its state dict as the engine's own export graph (engine/graphs.py).
+    builds_from: str = "network"
 
 
 def _state_dict(artefact: Path) -> dict[str, Any]:
@@ -78,13 +81,13 @@ ARCHITECTURES: dict[str, Architecture] = {
     for row in (
         Architecture(
             "animeganv2", "model.pt", _v2("tf"), ("torch", "compiled", "int8", "onnxruntime", "strips"),
-            reference=_v2_reference, streams=True,
+            reference=_v2_reference, streams=True, builds_from="weights",
             description="AnimeGANv2 with the official TensorFlow graph's semantics (TF1 resize, eps 1e-12)",
         ),
         Architecture(
             # The fast export graphs compute TF semantics, so only the strip executor (which follows the
             # module's semantics) speeds these up.
-            "animeganv2-port", "model.pt", _v2("port"), ("torch", "strips"), streams=True,
+            "animeganv2-port", "model.pt", _v2("port"), ("torch", "strips"), streams=True, builds_from="weights",
             description="AnimeGANv2 with the PyTorch port's semantics (align_corners resize, eps 1e-5)",
         ),
         Architecture("animeganv1", "model.pt", _v1, ("torch", "compiled", "strips"), streams=True,

@@ -1,0 +1,146 @@
+"""How the fast backends are built, and where the builds are kept.
+
+Builds are cached in ``<style_dir>/engine/`` under a key made of the recipe version, the torch and ONNX Runtime
+versions, the CPU's instruction-set flags and the weights' checksum, so a new torch, a different CPU or new
+weights rebuild instead of loading something stale. Which backend uses which recipe: :data:`.backends.BACKENDS`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+import threading
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+from filelock import FileLock
+from torch import Tensor
+
+from anipaint import store
+from anipaint.engine.cpu import cpu_flags
+from anipaint.networks.animeganv2 import MIN_SIZE, SIZE_MULTIPLE
+from anipaint.registry import Style
+from anipaint.settings import Settings
+
+ENGINE_VERSION = 4  # bump when a build recipe below changes
+MAX_SIDE = 4 * 2048  # export bound on H and W; larger pictures are tiled anyway
+BUILDS: Counter[str] = Counter()  # artefacts built in this process, by backend name (tests read it)
+_build_lock = threading.Lock()
+
+
+def _file_digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def engine_key(artefact: Path) -> str:
+    """Version + CPU + weights key for cached builds (16 hex digits)."""
+    try:
+        import onnxruntime as ort
+
+        ort_version = ort.__version__
+    except ImportError:
+        ort_version = "-"
+    parts = [str(ENGINE_VERSION), torch.__version__, ort_version, ",".join(cpu_flags()), _file_digest(artefact)]
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
+
+
+def cache_dir(style: Style, settings: Settings) -> Path:
+    return store.style_dir(style, settings) / "engine"
+
+
+def build_file(name: str, suffix: str, style: Style, settings: Settings, key: str) -> Path:
+    return cache_dir(style, settings) / f"{name}-{key}{suffix}"
+
+
+# ---- recipes --------------------------------------------------------------------------------------------
+
+
+def _state_dict(artefact: Path) -> dict[str, Tensor]:
+    return torch.load(artefact, map_location="cpu", weights_only=True)
+
+
+def _export_v2(graph: torch.nn.Module) -> torch.export.ExportedProgram:
+    from torch.export import Dim, export
+
+    # Inductor tunes loops for the example's sizes (its "size hints"); 512 px is the size that matters.
+    example = torch.zeros(1, 3, 512, 512).contiguous(memory_format=torch.channels_last)
+    kh, kw = (Dim(name, min=MIN_SIZE // SIZE_MULTIPLE, max=MAX_SIDE // SIZE_MULTIPLE) for name in ("kh", "kw"))
+    with torch.no_grad():
+        return export(graph, (example,), dynamic_shapes={"x": {2: SIZE_MULTIPLE * kh, 3: SIZE_MULTIPLE * kw}})
+
+
+def v2_package(artefact: Path, out: Path, settings: Settings, int8: bool) -> None:
+    """AnimeGANv2 rebuilt from its weights as the bf16 export graph (int8: its heavy convolutions quantised), compiled
+    by AOTInductor."""
+    from anipaint.engine.graphs import V2Graph
+
+    sd = _state_dict(artefact)
+    quant = None
+    if int8:
+        from anipaint.engine.int8 import calibrate, photos
+
+        pictures = photos(settings, "calibrate")
+        if not pictures:
+            raise RuntimeError("no photos to calibrate int8 with (see anipaint.engine.int8.photos)")
+        quant = calibrate(sd, pictures)
+    graph = V2Graph(sd, torch.bfloat16, quant).eval()
+    ep = _export_v2(graph)
+    # Freezing (needed to lower quantize→dequantize→conv to oneDNN's int8 kernels) is only applied when grad is
+    # off. It also miscompiled the all-bf16 graph in torch 2.13 (PSNR 13 dB), and bought nothing there.
+    with torch.no_grad():
+        torch._inductor.aoti_compile_and_package(ep, package_path=str(out), inductor_configs={"freezing": int8})
+
+
+def v2_onnx(artefact: Path, out: Path) -> None:
+    """AnimeGANv2 rebuilt from its weights in float32, exported to ONNX with dynamic H and W."""
+    from anipaint.engine.graphs import V2Graph
+
+    graph = V2Graph(_state_dict(artefact), torch.float32).eval()
+    example = torch.zeros(1, 3, 64, 64)
+    with torch.no_grad():
+        torch.onnx.export(
+            graph, (example,), str(out), dynamo=False, input_names=["x"], output_names=["y"], opset_version=17,
+            dynamic_axes={"x": {2: "h", 3: "w"}, "y": {2: "h", 3: "w"}},
+        )
+
+
+def network_package(network, out: Path, settings: Settings) -> None:
+    """An eager network (imported graph, v1) compiled by AOTInductor, its convolutions in bf16 where faithful."""
+    from anipaint.engine import graph_compile
+    from anipaint.engine.int8 import packaged_photos, photos
+    from anipaint.engine.precision import fast_conv_dtype
+
+    pictures = photos(settings, "check", side=256) + packaged_photos(256)
+    dtype = graph_compile.faithful_conv_dtype(network, pictures, fast_conv_dtype())
+    graph_compile.build_package(network, out, dtype)
+
+
+def network_onnx(network, out: Path) -> None:
+    """An eager network exported to ONNX (float32) through torch.export."""
+    from anipaint.engine import graph_compile
+
+    graph_compile.build_onnx(network, out)
+
+
+def ensure_built(name: str, path: Path, recipe: Callable[[Path], None]) -> Path:
+    """The cached build at ``path`` of backend ``name``, made by ``recipe(out)`` (under a file lock) if missing."""
+    if path.is_file():
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with _build_lock, FileLock(str(path) + ".lock"):
+        if path.is_file():  # another process built it while we waited
+            return path
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{name}-", suffix=path.suffix, dir=path.parent)
+        os.close(fd)
+        tmp = Path(tmp_name)
+        try:
+            recipe(tmp)
+            os.chmod(tmp, 0o644)  # mkstemp makes 0600; the store is shared like the weights next to it
+            os.replace(tmp, path)
+            BUILDS[name] += 1
+        finally:
+            tmp.unlink(missing_ok=True)
+    return path
