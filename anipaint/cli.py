@@ -89,7 +89,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
     result = painted.image
     dst.parent.mkdir(parents=True, exist_ok=True)
     imaging.save_image(result, dst)
-    mode = f", portrait: {painted.faces_found} face(s)" if asked.portrait or painter.style.kind == "face" else ""
+    mode = f", portrait: {painted.faces_found} face(s)" if asked.portrait or painter.style.paints_faces_only else ""
     print(f"{src} → {dst} ({painter.style.id}{mode}, {result.width}×{result.height}, "
           f"{time.perf_counter() - start:.1f} s)")
     return 0

@@ -6,15 +6,13 @@ its model loads on first use (or :meth:`Painter.warm`) under a lock, so concurre
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
-import torch
 from PIL import Image
 
 from anipaint import imaging, postprocess, preprocess, segmentation, store
@@ -45,8 +43,6 @@ class Painter:
         self.settings = settings
         self._engine: Engine | None = None
         self._lock = threading.Lock()
-        self.last_timings: dict[str, float] = {}
-        self._batches: bool | None = None  # whether the network took a batch of crops (None: not tried yet)
 
     def __repr__(self) -> str:
         return f"Painter({self.style.id!r})"
@@ -85,18 +81,7 @@ class Painter:
 
     def paint_batch(self, crops: np.ndarray) -> np.ndarray:
         """(N, H, W, 3) uint8 → painted, same shape: one generator call where the network takes a batch."""
-        if len(crops) > 1 and self.engine.backend.batches and self._batches is not False:
-            x = torch.from_numpy(np.ascontiguousarray(crops)).permute(0, 3, 1, 2).float().div_(127.5).sub_(1.0)
-            try:
-                y = self.engine.run_float(x)
-            except RuntimeError:
-                # Some imported graphs carry a batch of one in their Reshape constants: paint one at a time.
-                self._batches = False
-            else:
-                self._batches = True
-                y = y.clamp(-1.0, 1.0).add(1.0).mul(127.5).round()
-                return y.permute(0, 2, 3, 1).to(torch.uint8).numpy()
-        return np.stack([self.paint_array(c) for c in crops])
+        return self.engine.run_batch(crops)
 
     def paint(self, image: imaging.ImageInput, options: PaintOptions | None = None, **fields: Any) -> Image.Image:
         """Paint a picture; the options are :meth:`paint_result`'s. Returns the picture only."""
@@ -115,8 +100,7 @@ class Painter:
         asked = replace(options, **fields) if options is not None else PaintOptions(**fields)
         if asked.style not in (None, self.style.id) and store.resolve(asked.style, self.settings).id != self.style.id:
             raise OptionError(f"this painter paints {self.style.id}, not {asked.style}: use get_painter(style)")
-        with painting():
-            return self._paint(image, asked.settled(self.settings), progress or (lambda stage, fraction: None))
+        return self._paint(image, asked.settled(self.settings), progress or (lambda stage, fraction: None))
 
     def _paint(self, image: imaging.ImageInput, options: PaintOptions, report: Progress) -> PaintResult:
         timings: dict[str, float] = {}
@@ -127,7 +111,7 @@ class Painter:
         background_painter = get_painter(options.background, self.settings) if options.background else None
         if background_painter is not None:
             check_background(background_painter.style)
-        face_only = self.style.kind == "face"  # a face model asked for a whole picture: it restyles the faces only
+        face_only = self.style.paints_faces_only  # a face model asked for a whole picture: it restyles the faces only
         portrait = options.portrait or face_only
         use_faces = not portrait and bool(options.faces)
         t1 = time.perf_counter()
@@ -155,7 +139,6 @@ class Painter:
         report("encode", 0.95)
         result = postprocess.finish(painted, work.alpha, work.rgb, options.strength)
         timings["total"] = time.perf_counter() - t0
-        self.last_timings = timings
         report("done", 1.0)
         return PaintResult(result, found, timings, self.engine.backend_name)
 
@@ -176,7 +159,7 @@ class Painter:
             return painted, 0
         size = self.settings.face_size
         if portrait:
-            face_painter = self if self.style.kind == "face" else get_painter(self.settings.portrait_face_style,
+            face_painter = self if self.style.paints_faces_only else get_painter(self.settings.portrait_face_style,
                                                                              self.settings)
             out = portrait_mode.portrait_faces(work.source, painted, found, face_painter.paint_batch,
                                                 self._segmenter(), face_size=size)
@@ -191,45 +174,8 @@ _painters_lock = threading.Lock()
 
 def check_background(style: Style) -> None:
     """Raises OptionError for a style that cannot paint a background (a face model paints aligned crops only)."""
-    if style.kind == "face":
+    if style.paints_faces_only:
         raise OptionError(f"{style.id} paints face crops only, not a background")
-
-
-# Paints under way in this process, for whoever must keep out of their way (background preparation).
-_active = 0
-_active_lock = threading.Lock()
-_activity_listeners: list[Callable[[bool], None]] = []
-
-
-@contextlib.contextmanager
-def painting() -> Iterator[None]:
-    """Mark a paint in progress; listeners hear True when the first starts and False when the last ends."""
-    global _active
-    with _active_lock:
-        _active += 1
-        first = _active == 1
-    if first:
-        for listener in list(_activity_listeners):
-            listener(True)
-    try:
-        yield
-    finally:
-        with _active_lock:
-            _active -= 1
-            last = _active == 0
-        if last:
-            for listener in list(_activity_listeners):
-                listener(False)
-
-
-def on_activity(listener: Callable[[bool], None]) -> Callable[[], None]:
-    """Call ``listener(busy)`` when painting starts and stops; returns the function that unsubscribes it."""
-    _activity_listeners.append(listener)
-    return lambda: _activity_listeners.remove(listener)
-
-
-def busy() -> bool:
-    return _active > 0
 
 
 def loaded_painter(style_id: str, settings: Settings) -> Painter | None:

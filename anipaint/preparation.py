@@ -15,6 +15,7 @@ engine as soon as it is converted; when its fast engine is ready the server's pa
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import logging
 import os
@@ -22,7 +23,7 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,6 +42,44 @@ class StyleState:
     state: str  # ready | converting | optimising | unavailable
     detail: str | None  # why unavailable, or what is happening
     engine: str | None  # the backend its paints run on now (None: not converted yet)
+
+
+# ---- paints under way in this process, which the background preparation keeps out of the way of --------------
+# Whoever paints for the server (its job runner, its thumbnails) marks the paint with painting().
+_active = 0
+_active_lock = threading.Lock()
+_activity_listeners: list[Callable[[bool], None]] = []
+
+
+@contextlib.contextmanager
+def painting() -> Iterator[None]:
+    """Mark a paint in progress; listeners hear True when the first starts and False when the last ends."""
+    global _active
+    with _active_lock:
+        _active += 1
+        first = _active == 1
+    if first:
+        for listener in list(_activity_listeners):
+            listener(True)
+    try:
+        yield
+    finally:
+        with _active_lock:
+            _active -= 1
+            last = _active == 0
+        if last:
+            for listener in list(_activity_listeners):
+                listener(False)
+
+
+def on_activity(listener: Callable[[bool], None]) -> Callable[[], None]:
+    """Call ``listener(busy)`` when painting starts and stops; returns the function that unsubscribes it."""
+    _activity_listeners.append(listener)
+    return lambda: _activity_listeners.remove(listener)
+
+
+def busy() -> bool:
+    return _active > 0
 
 
 # ---- what is done already ------------------------------------------------------------------------------------
@@ -146,8 +185,6 @@ class Preparer:
         return "on first use" if step == "convert" else "not planned"
 
     def start(self, first: str | None = None) -> None:
-        from anipaint.painter import on_activity
-
         self.steps = plan(self.settings, first)
         if not self.steps or self.settings.background == "off":
             self.finished.set()
@@ -196,7 +233,7 @@ class Preparer:
                 self._stopped = False
 
     def _follow(self) -> None:
-        from anipaint.painter import busy, loaded_painter
+        from anipaint.painter import loaded_painter
 
         assert self._proc is not None and self._proc.stdout is not None
         for line in self._proc.stdout:

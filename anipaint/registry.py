@@ -88,6 +88,12 @@ class Style:
     description: str = ""
     kind: str = "style"  # "style": paints whole pictures; "face": made for aligned face crops only
 
+    @property
+    def paints_faces_only(self) -> bool:
+        """A face model: made for aligned face crops, so asked for a whole picture it restyles the faces in it,
+        it cannot paint a background, and it is checked and timed on face crops."""
+        return self.kind == "face"
+
 
 def _v1(name: str, label: str, licence: Licence, description: str) -> Style:
     folder = f"animegan_v1/{name}"

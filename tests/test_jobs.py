@@ -197,3 +197,25 @@ def test_a_restart_paints_queued_jobs_and_fails_running_ones(tmp_path: Path, run
     assert after.load(done.id).status == "done"
     assert run_job(after, queued.id, runner).status == "done"
     assert Image.open(after.result_path(queued.id)).size == (128, 128)
+
+
+def test_a_job_paint_tells_the_background_preparation_it_is_painting(store, runner) -> None:
+    """While a job paints, the background preparation hears that the server is busy (it pauses its builds), and
+    hears when it is done."""
+    from anipaint import preparation
+
+    heard: list[bool] = []
+    during: list[bool] = []
+    unsubscribe = preparation.on_activity(heard.append)
+    try:
+        request = JobRequest(data=resized_photo(200), options=PaintOptions(style="v3-cute", faces=False, max_side=128))
+
+        def progress(stage: str, fraction: float) -> None:
+            if stage != "encode":  # the PNG is encoded after the paint
+                during.append(preparation.busy())
+
+        runner(request, progress)
+    finally:
+        unsubscribe()
+    assert heard == [True, False] and during and all(during)
+    assert not preparation.busy()

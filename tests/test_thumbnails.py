@@ -10,7 +10,7 @@ from anipaint.registry import all_styles
 from anipaint.service.thumbnails import SIDE, Thumbnails
 from anipaint.settings import reload_settings
 
-FACE_STYLES = [s for s in all_styles() if s.kind == "face"]
+FACE_STYLES = [s for s in all_styles() if s.paints_faces_only]
 
 
 @pytest.fixture(scope="module")
@@ -19,7 +19,7 @@ def thumbs(prepared_store, group_photo) -> Thumbnails:
 
 
 def test_whole_picture_styles_paint_the_square_sample(thumbs) -> None:
-    style = next(s for s in all_styles() if s.kind != "face")
+    style = next(s for s in all_styles() if not s.paints_faces_only)
     assert thumbs.sample_for(style) is thumbs.sample()
     assert thumbs.sample().size == (SIDE, SIDE)
 

@@ -203,10 +203,10 @@ def profile(painter, photo: bytes, stem: Path | None) -> None:
     out = io.StringIO()
     pstats.Stats(str(prof), stream=out).sort_stats("cumulative").print_stats(25)
     with torch.profiler.profile() as tp:
-        painter.paint(photo, faces=False)
+        timings = painter.paint_result(photo, faces=False).timings
     table = tp.key_averages().table(sort_by="self_cpu_time_total", row_limit=25)
     text = stem.parent / f"{stem.name}-profile.txt"
-    stages = ", ".join(f"{k} {v:.3f} s" for k, v in painter.last_timings.items())
+    stages = ", ".join(f"{k} {v:.3f} s" for k, v in timings.items())
     text.write_text(f"backend: {painter.engine.backend_name}; {stages}\n(a compiled backend's fused loops run inside "
                     f"its .so and are not in the operator table: the paint time minus the table's total is "
                     f"theirs)\n\n{table}\n\n{out.getvalue()}")

@@ -20,7 +20,7 @@ import torch
 
 from anipaint.engine import backends, threads, tiling
 from anipaint.engine.runners import StripsBackend
-from anipaint.engine.tensors import from_tensor, from_tensor_float, to_tensor
+from anipaint.engine.tensors import batch_from_tensor, batch_to_tensor, from_tensor, from_tensor_float, to_tensor
 from anipaint.networks.architectures import get_architecture
 from anipaint.registry import Style
 from anipaint.settings import Settings
@@ -52,6 +52,7 @@ class Engine:
         self.network = load_network(style, self.artefact)
         self.backend = backends.open_backend(style, self.artefact, settings, self.network, backend)
         self._streamed = None
+        self._batches: bool | None = None  # whether the backend took a batch of crops (None: not tried yet)
 
     @property
     def streams_large(self) -> bool:
@@ -78,6 +79,19 @@ class Engine:
         """NCHW float in [-1, 1] → same, in one pass (no tiling)."""
         with torch.inference_mode():
             return self.backend(x)
+
+    def run_batch(self, crops: np.ndarray) -> np.ndarray:
+        """(N, H, W, 3) uint8 → painted, same shape: one generator call where the backend takes a batch."""
+        if len(crops) > 1 and self.backend.batches and self._batches is not False:
+            try:
+                painted = batch_from_tensor(self.run_float(batch_to_tensor(crops)))
+            except RuntimeError:
+                # Some imported graphs carry a batch of one in their Reshape constants: paint one at a time.
+                self._batches = False
+            else:
+                self._batches = True
+                return painted
+        return np.stack([self.run(crop) for crop in crops])
 
     def run(self, rgb: np.ndarray, progress: Callable[[float], None] | None = None) -> np.ndarray:
         """Paint RGB uint8 (H, W, 3) → RGB uint8 of the same size.

@@ -157,7 +157,7 @@ def measure_all(style: Style, artefact: Path, settings: Settings, network, key: 
     build_seconds = time.perf_counter() - t0
 
     started = time.perf_counter()
-    pictures = check_pictures(settings, face_crops=style.kind == "face")
+    pictures = check_pictures(settings, face_crops=style.paints_faces_only)
     reference = reference_for(style, artefact, network)
     wanted: list[np.ndarray] = []
     seconds = 0.0
@@ -166,7 +166,7 @@ def measure_all(style: Style, artefact: Path, settings: Settings, network, key: 
         t0 = time.perf_counter()
         wanted.append(from_tensor(reference(x)))
         seconds = time.perf_counter() - t0
-        if len(wanted) == 1 and seconds * _area(pictures[-1]) / _area(x) > SLOW_PICTURE and style.kind != "face":
+        if len(wanted) == 1 and seconds * _area(pictures[-1]) / _area(x) > SLOW_PICTURE and not style.paints_faces_only:
             pictures = pictures[:-1]  # checked and timed on the small pictures alone (see SLOW_PICTURE)
     timed = tuple(pictures[-1].shape[-2:])
     best = float("inf")

@@ -299,13 +299,15 @@ def paint_runner(settings: Settings) -> Runner:
 
     def run(request: JobRequest, progress: Progress) -> PaintOutput:
         from anipaint import get_painter, imaging
+        from anipaint.preparation import painting
 
         def relay(stage: str, fraction: float) -> None:
             if stage != "done":  # the job is done once its PNG is stored, not when the painter returns
                 progress(stage, fraction)
 
         painter = get_painter(request.style, settings)
-        result = painter.paint_result(request.data, request.options, progress=relay)
+        with painting():  # the background preparation pauses while the server paints
+            result = painter.paint_result(request.data, request.options, progress=relay)
         img = result.image
         progress("encode", 0.97)
         return PaintOutput(imaging.encode_png(img), img.width, img.height, result.faces_found or 0, result.engine)

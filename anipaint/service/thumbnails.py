@@ -83,7 +83,7 @@ class Thumbnails:
     def sample_for(self, style: Style) -> Image.Image:
         """The picture a style's thumbnail paints: the square sample, or for a face style the largest face."""
         sample = self.sample()
-        if style.kind != "face":
+        if not style.paints_faces_only:
             return sample
         from anipaint import faces, store
 
@@ -140,11 +140,13 @@ class Thumbnails:
 
     def _paint(self, style: Style) -> None:
         from anipaint.painter import Painter, get_painter
+        from anipaint.preparation import painting
 
         shared = get_painter(style.id, self.settings)
         # A style nobody has used yet gets a throwaway painter, so thumbnails don't keep every model in memory.
         painter = shared if shared.loaded else Painter(style, self.settings)
-        img = painter.paint(self.sample_for(style), max_side=SIDE, faces=False)
+        with painting():
+            img = painter.paint(self.sample_for(style), max_side=SIDE, faces=False)
         path = self._path(style.id)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
