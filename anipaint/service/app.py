@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
@@ -17,7 +17,7 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.staticfiles import StaticFiles
 
 from anipaint import __version__
-from anipaint.service import errors
+from anipaint.service import deps, errors
 from anipaint.service.guards import ApiKeys, SecurityHeaders, UploadGate, load_keys
 from anipaint.service.jobs import Runner
 from anipaint.service.local_queue import JobQueue, LocalJobQueue
@@ -59,6 +59,7 @@ def create_app(settings: Settings | None = None, queue: JobQueue | None = None, 
         docs_url=None,  # served by the page router from fastapi-offline's files: the default loads a CDN
     )
     app.state.settings, app.state.jobs, app.state.metrics = s, job_queue, metrics
+    app.openapi = _truthful_openapi(app, s)  # type: ignore[method-assign]
     app.state.readiness = Readiness(s, warm=isinstance(job_queue, LocalJobQueue))
     app.state.thumbs = Thumbnails(s)
     app.add_middleware(
@@ -87,6 +88,28 @@ def create_app(settings: Settings | None = None, queue: JobQueue | None = None, 
     app.mount("/static", StaticFiles(directory=page.STATIC), name="static")
     app.mount("/docs-assets", StaticFiles(directory=page.docs_assets()), name="docs-assets")
     return app
+
+
+def _truthful_openapi(app: FastAPI, s: Settings) -> Callable[[], dict]:
+    """``app.openapi`` with the paint forms' style enums listing only the styles this server paints.
+
+    Which styles paint here changes only when their files are added or removed (``anipaint models fetch`` or
+    ``add``, a deleted store): the store counts a style whose sources are here as available before it is
+    converted, so background preparation converts styles already listed and never adds one. The document is
+    therefore built once and rebuilt whenever that set differs (a few file checks per request of the document),
+    so it is true whenever it is fetched; a style that stops being available in between, or whose conversion
+    fails, is answered 400, which the paint routes document."""
+    built_for: list[dict] = []
+
+    def openapi() -> dict:
+        choices = deps.style_choices(s)
+        if app.openapi_schema is None or built_for != [choices]:
+            app.openapi_schema = None
+            app.openapi_schema = deps.document_style_choices(FastAPI.openapi(app), choices)
+            built_for[:] = [choices]
+        return app.openapi_schema
+
+    return openapi
 
 
 def _default_queue(s: Settings, metrics: ServiceMetrics, runner: Runner | None) -> JobQueue:

@@ -9,27 +9,52 @@ from pathlib import Path
 from typing import Annotated, Literal, Union
 
 from fastapi import Depends, File, Form, HTTPException, Request, UploadFile
-from pydantic import Field
+from pydantic import BeforeValidator, Field
+from pydantic_core import PydanticCustomError
 
 from anipaint import imaging, scratch, store
 from anipaint.engine import tiling
 from anipaint.errors import ImageError, ImageTooLargeError, LicenceError, OptionError, StyleError
+from anipaint.networks.animeganv2 import MIN_SIZE as V2_MIN_SIDE
 from anipaint.networks.architectures import get_architecture
 from anipaint.options import FULL_RESOLUTION, MAX_SIDE_RANGE, Option, PaintOptions, options
 from anipaint.painter import check_background
-from anipaint.registry import ALIASES, Style, all_styles
+from anipaint.preprocess import fit_long_side
+from anipaint.registry import ALIASES, Style, all_styles, get_style
 from anipaint.service.jobs import JobInfo, JobRequest, QueueFullError, UnknownJobError
 from anipaint.service.local_queue import JobQueue
 from anipaint.service.metrics import ServiceMetrics
 from anipaint.service.uploads import read_upload
 from anipaint.settings import Settings
 
-StyleName = Literal[tuple(s.id for s in all_styles()) + tuple(ALIASES)]  # type: ignore[valid-type]
+
+def _form_switch(value: object) -> object:
+    """An on/off form field is true or false (any case), as a form carries a boolean; pydantic alone would also
+    take 1/0, yes/no and on/off, which the document does not offer."""
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    raise PydanticCustomError("bool_parsing", "must be true or false")
+
+
+# The API types per option kind (see _form_field). Every style name in the table is parsed, so that a style this
+# server cannot paint is answered with its reason (400, or 403 for a licence) rather than a bare 422; the document
+# lists only the names this server paints (style_choices).
+STYLE_NAMES = tuple(s.id for s in all_styles()) + tuple(ALIASES)
+StyleName = Literal[STYLE_NAMES]  # type: ignore[valid-type]
 MaxSide = Union[  # noqa: UP007 - a runtime type expression for FastAPI's form parsing
     Annotated[int, Field(ge=MAX_SIDE_RANGE[0], le=MAX_SIDE_RANGE[1])], Literal[0], Literal[FULL_RESOLUTION]
 ]
-ImagePart = Annotated[UploadFile, File(description=f"The photo ({imaging.FORMAT_NAMES}).")]
+Switch = Annotated[bool, BeforeValidator(_form_switch)]
+# What a field of each kind may say, for the document (a style's are its enum).
+_EXAMPLES = {"side": [256, "original"], "switch": [True, False], "fraction": [0.6]}
+# OpenAPI 3.1 spells a file part as contentMediaType application/octet-stream; format binary says the same to
+# older tools (and makes schemathesis send real picture files), minLength that an empty part is not a photo.
+ImagePart = Annotated[UploadFile, File(description=f"The photo ({imaging.FORMAT_NAMES}); not empty.",
+                                       json_schema_extra={"format": "binary", "minLength": 1})]
+# The smallest picture each network paints, after the size cap (the others paint any size, down to 1x1 pixel).
+_MIN_SIDE = {"animeganv2": V2_MIN_SIDE, "animeganv2-port": V2_MIN_SIDE}
 NOT_FOUND = "no such job (unknown, expired or deleted)"
+EMPTY_UPLOAD = "the upload is empty; choose a photo"
 
 
 def settings(request: Request) -> Settings:
@@ -58,11 +83,12 @@ OwnerDep = Annotated[str | None, Depends(owner)]
 def _form_field(option: Option) -> inspect.Parameter:
     """A paint option as a multipart form field. Optional fields are typed without None: a form field is absent or
     has a value, it cannot be null; absent means the option's default."""
-    api_type = {"style": StyleName, "side": MaxSide, "switch": bool, "fraction": float}[option.kind]
+    api_type = {"style": StyleName, "side": MaxSide, "switch": Switch, "fraction": float}[option.kind]
     limits = {"ge": 0.0, "le": 1.0} if option.kind == "fraction" else {}
     default = option.default if option.kind in ("switch", "fraction") else None
+    form = Form(description=option.help, examples=_EXAMPLES.get(option.kind), **limits)
     return inspect.Parameter(option.name, inspect.Parameter.KEYWORD_ONLY, default=default,
-                             annotation=Annotated[api_type, Form(description=option.help, **limits)])
+                             annotation=Annotated[api_type, form])
 
 
 async def paint_request(s: SettingsDep, image: ImagePart, **form: object) -> JobRequest:
@@ -81,7 +107,7 @@ async def paint_request(s: SettingsDep, image: ImagePart, **form: object) -> Job
     )
     data = await read_upload(image, s.max_upload_bytes)
     if not data:
-        raise HTTPException(415, "the upload is empty; choose a photo")
+        raise HTTPException(415, EMPTY_UPLOAD)
     try:
         width, height, _ = imaging.probe_image(data)
         imaging.check_limits(width, height, s.max_pixels)
@@ -89,6 +115,7 @@ async def paint_request(s: SettingsDep, image: ImagePart, **form: object) -> Job
         raise HTTPException(413, str(exc)) from None
     except ImageError as exc:
         raise HTTPException(415, str(exc)) from None
+    check_min_side(asked, width, height)
     if asked.max_side is None:
         check_full_resolution(s, chosen, width, height)
     name = Path(image.filename or "image").stem[:80] or "image"
@@ -114,6 +141,50 @@ def resolve_style(name: str | None, s: Settings, *, background: bool = False) ->
     except (StyleError, OptionError) as exc:
         raise HTTPException(400, str(exc)) from None
     return style
+
+
+def check_min_side(asked: PaintOptions, width: int, height: int) -> None:
+    """415 for a picture smaller than a whole-picture style's network paints (the size cap applied first)."""
+    side = min(fit_long_side(width, height, asked.max_side))
+    for style_id in filter(None, (asked.style, asked.background)):
+        style = get_style(style_id)
+        need = _MIN_SIDE.get(style.architecture, 1)
+        if side < need:
+            raise HTTPException(415, f"the picture is {side} pixels on its short side as painted; {style.id} paints "
+                                     f"pictures of at least {need}x{need} pixels")
+
+
+def style_choices(s: Settings) -> dict[str, list[str]]:
+    """Each style field's names (ids and aliases) that this server paints now: exactly those resolve_style
+    accepts, so the document's enums are what is answered with a picture. Licences (commercial-only mode) and
+    availability come from the store; ``background`` leaves out the face styles."""
+    return {
+        option.name: [name for name in STYLE_NAMES if _paints(name, s, background=option.name == "background")]
+        for option in options() if option.kind == "style"
+    }
+
+
+def _paints(name: str, s: Settings, *, background: bool) -> bool:
+    try:
+        resolve_style(name, s, background=background)
+    except HTTPException:
+        return False
+    return True
+
+
+def document_style_choices(document: dict, choices: dict[str, list[str]]) -> dict:
+    """``document`` (the app's OpenAPI) with the paint forms' style enums narrowed to ``choices``
+    (:func:`style_choices`)."""
+    schemas = document.get("components", {}).get("schemas", {})
+    for methods in document.get("paths", {}).values():
+        for operation in methods.values():
+            form = operation.get("requestBody", {}).get("content", {}).get("multipart/form-data", {})
+            ref = form.get("schema", {}).get("$ref", "")
+            properties = schemas.get(ref.rsplit("/", 1)[-1], {}).get("properties", {})
+            for name, names in choices.items():
+                if "enum" in properties.get(name, {}):
+                    properties[name]["enum"] = names
+    return document
 
 
 def check_full_resolution(s: Settings, style: Style, width: int, height: int) -> None:

@@ -89,14 +89,15 @@ class ErrorOut(BaseModel):
 
 
 _WHY = {
-    400: "Unknown or unavailable style",
+    400: "The style is not one this server paints (see the form's enum and /api/styles), or a face style was asked "
+    "to paint the background",
     401: "An API key is required (X-API-Key or Authorization: Bearer)",
     403: "Refused: the style's licence is not offered here, or this address may not read metrics",
     404: "No such job or style (unknown, expired, deleted or another key's)",
-    408: "The client sent its request too slowly",
+    408: "The client paused too long while sending the upload",
     409: "The job has no picture yet",
     413: "The upload has too many bytes or pixels",
-    415: "The upload is not a picture we accept",
+    415: "The upload is empty, is not a picture we accept, or is too small for the style to paint",
     422: "A form field is invalid",
     429: "This key's rate limit or share of the queue is used up; see Retry-After",
     500: "An unexpected failure",

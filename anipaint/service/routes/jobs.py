@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Iterator
+from urllib.parse import quote
 
 from fastapi import APIRouter, HTTPException
 from fastapi.responses import JSONResponse, StreamingResponse
@@ -16,12 +17,35 @@ from anipaint.service.models import DeletedOut, JobOut, png_response, responses
 router = APIRouter(prefix="/api/jobs", tags=["jobs"])
 
 
+def _follow_up(method: str, path: str, description: str) -> dict:
+    """An OpenAPI link from the 202 to the operation at ``path``, passing the answer's id as its job_id."""
+    pointer = quote(path.replace("~", "~0").replace("/", "~1"))  # a JSON pointer, inside a URI fragment
+    return {"operationRef": f"#/paths/{pointer}/{method}", "parameters": {"job_id": "$response.body#/id"},
+            "description": description}
+
+
+# The 202's id is what the job's own routes take: the links say so, so that clients (and schemathesis's stateful
+# phase) follow a queued job with its real id.
+JOB = f"{router.prefix}/{{job_id}}"
+QUEUED = {
+    202: {
+        "description": "Queued; follow the job at its Location, or through the links with the answer's id",
+        "headers": {"Location": {"schema": {"type": "string"}, "description": "The job's URL"}},
+        "links": {
+            "GetJob": _follow_up("get", JOB, "Follow the job's progress"),
+            "GetJobResult": _follow_up("get", f"{JOB}/result", "Fetch the painted PNG once the job is done"),
+            "DeleteJob": _follow_up("delete", JOB, "Cancel the job or delete its result"),
+        },
+    }
+}
+
+
 @router.post(
     "",
     status_code=202,
     response_model=JobOut,
     summary="Queue a photo",
-    responses=responses(400, 401, 403, 413, 415, 422, 429, 503, 507),
+    responses={**QUEUED, **responses(400, 401, 403, 408, 413, 415, 422, 429, 503, 507)},
 )
 async def create_job(job: PaintRequestDep, jobs: QueueDep, who: OwnerDep) -> JSONResponse:
     info = await asyncio.to_thread(submit, jobs, job, who)  # the picture is written to the store

@@ -22,7 +22,7 @@ KIND_STATUS = {"image": 415, "style": 400, "busy": 503, "disk": 507, "storage": 
     "/predict",
     response_model=PredictOut,
     summary="Paint a photo and wait",
-    responses=responses(400, 401, 403, 413, 415, 422, 429, 500, 503, 504, 507),
+    responses=responses(400, 401, 403, 408, 413, 415, 422, 429, 500, 503, 504, 507),
 )
 async def predict(request: Request, job: PaintRequestDep, s: SettingsDep, jobs: QueueDep, who: OwnerDep) -> PredictOut:
     info = await asyncio.to_thread(submit, jobs, job, who)  # the picture is written to the store
