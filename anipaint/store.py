@@ -2,7 +2,7 @@
 
 Layout under ``settings.home``::
 
-    models/<style-id>/model.pt | model.onnx   the converted artefact
+    models/<style-id>/model.pt                the converted artefact (a state dict, or the graph IR)
     models/<style-id>/meta.json               source checksums + converter version it was built from
     models/face/yunet.onnx                    the face detector
     downloads/<source path>                   files fetched by `anipaint models fetch`
@@ -28,7 +28,6 @@ from filelock import FileLock
 from anipaint import downloads, importers
 from anipaint.downloads import sha256_file
 from anipaint.errors import LicenceError, ModelStoreError, StyleError
-from anipaint.networks.architectures import get_architecture
 from anipaint.registry import (
     EXTRA_SOURCES,
     FACE_DETECTOR,
@@ -45,6 +44,7 @@ from anipaint.sources import downloadable, fetch_source, locate_source
 
 # Bump when the store's layout changes. Converter *code* changes are caught by converter_digest() below.
 FORMAT_VERSION = 1
+ARTEFACT = "model.pt"  # the converted file's name in a style's folder, for every architecture
 # The code an artefact's content depends on: an artefact converted by other code is stale and is rebuilt
 # (an upgrade once left a v3 artefact that the new graph runner couldn't execute).
 _CONVERTER_CODE = ("importers", "networks")
@@ -78,7 +78,7 @@ def style_dir(style: Style, settings: Settings | None = None) -> Path:
 
 
 def artefact_path(style: Style, settings: Settings | None = None) -> Path:
-    return style_dir(style, settings) / get_architecture(style.architecture).artefact
+    return style_dir(style, settings) / ARTEFACT
 
 
 def face_detector_path(settings: Settings | None = None) -> Path:

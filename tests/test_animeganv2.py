@@ -20,7 +20,8 @@ import torch.nn.functional as F
 from PIL import Image
 
 from anipaint.networks import animeganv2
-from anipaint.networks.animeganv2 import Generator, resize_bilinear_tf1
+from anipaint.networks.animeganv2 import Generator
+from anipaint.networks.graph_ops import resize_bilinear
 from anipaint.quality import psnr
 
 V2_TFLITE = "animeganv2/animeganv2_hayao_256x256_integer_quant.tflite"
@@ -200,7 +201,7 @@ def test_final_output_agrees_with_interpreter(v2_net: Generator, interpreter_run
         assert p_ref > 20.0, f"{name}: PSNR vs interpreter {p_ref:.1f} dB"
         assert p_ref > p_in + 5.0, f"{name}: output too close to the input ({p_in:.1f} vs {p_ref:.1f} dB)"
         with monkeypatch.context() as m:
-            m.setattr(animeganv2, "resize_bilinear_tf1",
+            m.setattr(animeganv2, "resize_bilinear",
                       lambda t, size: F.interpolate(t, size=size, mode="bilinear", align_corners=False))
             p_half = _psnr(_run(v2_net, run["input"]), ref)
         assert p_ref > p_half + 3.0, f"{name}: TF1 upsampling {p_ref:.1f} dB vs half-pixel {p_half:.1f} dB"
@@ -245,12 +246,12 @@ def test_resize_tf1_hand_computed() -> None:
     x = torch.tensor([[0.0, 1.0], [2.0, 3.0]]).view(1, 1, 2, 2)
     # src = dst * in / out = dst / 2, right/bottom neighbour clamped: 0, .5, 1, (1.5 -> clamped) 1
     expected = torch.tensor([[0.0, 0.5, 1.0, 1.0], [1.0, 1.5, 2.0, 2.0], [2.0, 2.5, 3.0, 3.0], [2.0, 2.5, 3.0, 3.0]])
-    assert torch.equal(resize_bilinear_tf1(x, (4, 4))[0, 0], expected)
+    assert torch.equal(resize_bilinear(x, (4, 4))[0, 0], expected)
     # PyTorch's align_corners=False is the half-pixel mode, which is not what TF1 computes
     assert not torch.allclose(F.interpolate(x, size=(4, 4), mode="bilinear", align_corners=False)[0, 0], expected)
     # downscaling by 2 picks every other pixel exactly
     y = torch.arange(24.0).view(1, 1, 4, 6)
-    assert torch.equal(resize_bilinear_tf1(y, (2, 3)), y[..., ::2, ::2])
+    assert torch.equal(resize_bilinear(y, (2, 3)), y[..., ::2, ::2])
 
 
 _TF_RESIZE = """
@@ -280,7 +281,7 @@ def test_resize_tf1_matches_tensorflow(tmp_path: Path, tensorflow: str) -> None:
     ref = np.load(tmp_path / "out.npz")
     xt = torch.from_numpy(x).permute(0, 3, 1, 2)
     for h, w in sizes:
-        ours = resize_bilinear_tf1(xt, (h, w)).permute(0, 2, 3, 1).numpy()
+        ours = resize_bilinear(xt, (h, w)).permute(0, 2, 3, 1).numpy()
         np.testing.assert_allclose(ours, ref[f"x_{h}_{w}"], rtol=1e-6, atol=1e-6, err_msg=f"{h}x{w}")
 
 

@@ -217,7 +217,7 @@ class ExportableGraph(nn.Module):
         strides = [int(s) for s in node.attrs.get("strides", [1, 1, 1, 1])]
         dilations = [int(d) for d in node.attrs.get("dilations", [1, 1, 1, 1])]
         sh, sw, dh, dw = strides[1], strides[2], dilations[1], dilations[2]
-        top, bottom, left, right = graph_exec._conv_pads(node, x, kh, kw, sh, sw, dh, dw)
+        top, bottom, left, right = graph_exec.conv_pads(node, x, kh, kw, sh, sw, dh, dw)
         if top == bottom and left == right:
             padding: tuple[int, int] = (top, left)
         else:

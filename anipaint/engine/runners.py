@@ -27,7 +27,7 @@ class Backend:
 
 
 class TorchBackend(Backend):
-    """The style's plain network (eager float32 torch module, graph module or ONNX generator)."""
+    """The style's plain network (eager float32 torch module or graph module)."""
 
     batches = True
 

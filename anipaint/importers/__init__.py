@@ -1,7 +1,7 @@
 """Converters from original model formats into the model store's artefacts.
 
 Each converter takes the verified source files (in the order the registry lists them) and an output folder,
-writes the artefact there (``model.pt`` or ``model.onnx``), and returns a small dict of facts for the
+writes the artefact there (``model.pt``), and returns a small dict of facts for the
 store's ``meta.json`` (parameter count, notes). :func:`convert` dispatches on the registry's ``importer``.
 """
 

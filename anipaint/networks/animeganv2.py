@@ -32,15 +32,6 @@ SIZE_MULTIPLE = 4  # two stride-2 convolutions
 MIN_SIZE = 8  # below this the 1-pixel reflection pads at 1/4 scale have nothing to reflect
 
 
-def resize_bilinear_tf1(x: Tensor, size: tuple[int, int]) -> Tensor:
-    """TF1 ``resize_bilinear`` with ``align_corners=False, half_pixel_centers=False`` on an NCHW tensor.
-
-    Source coordinate ``src = dst * in / out`` (no half-pixel offset). ``F.interpolate(align_corners=False)``
-    is the half-pixel mode and samples differently; the one TF-exact implementation lives with the graph ops.
-    """
-    return resize_bilinear(x, size)
-
-
 def pad_input(x: Tensor) -> Tensor:
     """Check the size and reflect-pad bottom/right to a multiple of 4 (crop the output back to the input's size).
 
@@ -146,7 +137,7 @@ class Generator(nn.Module):
     def _upsample(self, x: Tensor, size: tuple[int, int]) -> Tensor:
         if self.semantics == "port":
             return F.interpolate(x, size, mode="bilinear", align_corners=True)
-        return resize_bilinear_tf1(x, size)
+        return resize_bilinear(x, size)  # TF1: no half-pixel offset, as the graph was trained
 
     def forward(self, x: Tensor) -> Tensor:
         h, w = x.shape[-2:]
@@ -223,7 +214,7 @@ def reference_forward(sd: dict[str, Tensor], x: Tensor) -> Tensor:
         if step == RESIDUAL:
             residual = x
         elif step == UPSAMPLE:
-            x = resize_bilinear_tf1(x, (2 * x.shape[-2], 2 * x.shape[-1]))
+            x = resize_bilinear(x, (2 * x.shape[-2], 2 * x.shape[-1]))
         elif isinstance(step, str):  # project:<prefix>
             prefix = step.split(":", 1)[1]
             out = norm(F.conv2d(x, sd[f"{prefix}.layers.2.weight"]), f"{prefix}.layers.3")

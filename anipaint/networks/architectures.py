@@ -25,7 +25,6 @@ Network = Callable[["Tensor"], "Tensor"]  # NCHW float in [-1, 1] -> same shape,
 @dataclass(frozen=True)
 class Architecture:
     name: str
-    artefact: str  # the converted file's name in the style's store folder
     build: Callable[[Path], Network]  # the plain eager float32 network from the artefact
     backends: tuple[str, ...]  # engine backends that can run it, the plain one ("torch") first
     reference: Callable[[Path, Network], Network] | None = None  # the yardstick; None: the eager network itself
@@ -80,19 +79,19 @@ ARCHITECTURES: dict[str, Architecture] = {
     row.name: row
     for row in (
         Architecture(
-            "animeganv2", "model.pt", _v2("tf"), ("torch", "compiled", "int8", "onnxruntime", "strips"),
+            "animeganv2", _v2("tf"), ("torch", "compiled", "int8", "onnxruntime", "strips"),
             reference=_v2_reference, streams=True, builds_from="weights",
             description="AnimeGANv2 with the official TensorFlow graph's semantics (TF1 resize, eps 1e-12)",
         ),
         Architecture(
             # The fast export graphs compute TF semantics, so only the strip executor (which follows the
             # module's semantics) speeds these up.
-            "animeganv2-port", "model.pt", _v2("port"), ("torch", "strips"), streams=True, builds_from="weights",
+            "animeganv2-port", _v2("port"), ("torch", "strips"), streams=True, builds_from="weights",
             description="AnimeGANv2 with the PyTorch port's semantics (align_corners resize, eps 1e-5)",
         ),
-        Architecture("animeganv1", "model.pt", _v1, ("torch", "compiled", "strips"), streams=True,
+        Architecture("animeganv1", _v1, ("torch", "compiled", "strips"), streams=True,
                      description="AnimeGAN v1"),
-        Architecture("graph", "model.pt", _graph, ("torch", "compiled", "onnxruntime"), streams=True,
+        Architecture("graph", _graph, ("torch", "compiled", "onnxruntime"), streams=True,
                      description="an imported graph (graph IR)"),
     )
 }

@@ -136,7 +136,7 @@ def _reduce(ctx: Context, node: Node, args: list[Val]) -> Val:
     return Val(fn(t, dim=[a % t.dim() for a in axes], keepdim=keep), False)
 
 
-def _conv_pads(node: Node, x: Tensor, kh: int, kw: int, sh: int, sw: int, dh: int, dw: int) -> list[int]:
+def conv_pads(node: Node, x: Tensor, kh: int, kw: int, sh: int, sw: int, dh: int, dw: int) -> list[int]:
     padding = node.attrs.get("padding", "VALID")
     if padding == "VALID":
         return [0, 0, 0, 0]
@@ -167,7 +167,7 @@ def _conv(ctx: Context, node: Node, args: list[Val]) -> Val:
         channels, mult = int(w.shape[2]), int(w.shape[3])
         weight = w.permute(2, 3, 0, 1).reshape(channels * mult, 1, kh, kw)  # out channel c*M+m, as TF
         groups = channels
-    top, bottom, left, right = _conv_pads(node, x, kh, kw, sh, sw, dh, dw)
+    top, bottom, left, right = conv_pads(node, x, kh, kw, sh, sw, dh, dw)
     if top == bottom and left == right:
         padding: tuple[int, int] = (top, left)
     else:  # TF's SAME puts the odd pixel bottom/right; conv2d only pads symmetrically

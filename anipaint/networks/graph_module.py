@@ -99,7 +99,7 @@ class GraphModule(nn.Module):
         wanted = outputs or graph.outputs
         at_reference = self.shapes.is_reference(x)
         if not at_reference and record is None and self.shapes.needs_reference_run():
-            self._record_reference(x)
+            self.record_reference(x)
         env: dict[str, Val] = {graph.inputs[0]: Val(x, True)}
         ctx = graph_exec.Context(graph=graph, shapes=self.shapes, record=record, memo={},
                                  at_reference=at_reference)
@@ -116,7 +116,7 @@ class GraphModule(nn.Module):
 
     # ---------------------------------------------------------------------------------------- helpers
 
-    def _record_reference(self, like: Tensor) -> None:
+    def record_reference(self, like: Tensor) -> None:
         """One run at the exported size, recording the inputs of constant-shaped nodes (once per module)."""
         ref = self.shapes.reference_shape
         if ref is None:

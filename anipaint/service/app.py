@@ -19,8 +19,8 @@ from fastapi.staticfiles import StaticFiles
 from anipaint import __version__
 from anipaint.service import deps, errors
 from anipaint.service.guards import ApiKeys, SecurityHeaders, UploadGate, load_keys
-from anipaint.service.jobs import Runner
-from anipaint.service.local_queue import JobQueue, LocalJobQueue
+from anipaint.service.jobs import JobQueue, Runner
+from anipaint.service.local_queue import LocalJobQueue
 from anipaint.service.metrics import ServiceMetrics
 from anipaint.service.readiness import Readiness
 from anipaint.service.routes import jobs, ops, page, paint, styles

@@ -21,8 +21,7 @@ from anipaint.options import FULL_RESOLUTION, MAX_SIDE_RANGE, Option, PaintOptio
 from anipaint.painter import check_background
 from anipaint.preprocess import fit_long_side
 from anipaint.registry import ALIASES, Style, all_styles, get_style
-from anipaint.service.jobs import JobInfo, JobRequest, QueueFullError, UnknownJobError
-from anipaint.service.local_queue import JobQueue
+from anipaint.service.jobs import JobInfo, JobQueue, JobRequest, QueueFullError, UnknownJobError
 from anipaint.service.metrics import ServiceMetrics
 from anipaint.service.uploads import read_upload
 from anipaint.settings import Settings

@@ -27,7 +27,6 @@ PAGE_CSP = (
 )
 _INLINE_SCRIPT = re.compile(rb"<script>(.*?)</script>", re.S)
 PAINT_ROUTES = ("/predict", "/api/jobs")
-_OPEN = ("/", "/favicon.ico", "/healthz", "/readyz", "/docs", "/openapi.json")
 
 
 async def answer(send: Send, status: int, detail: str, headers: dict[str, str] | None = None) -> None:

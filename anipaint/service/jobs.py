@@ -158,6 +158,30 @@ class JobStore(Protocol):
     def release_input(self, job_id: str) -> None: ...
 
 
+class QueueObserver(Protocol):
+    def stage_done(self, stage: str, seconds: float) -> None: ...
+    def job_done(self, outcome: str) -> None: ...
+
+
+class JobQueue(Protocol):
+    """What the web service needs from a queue, local or remote."""
+
+    def start(self) -> None: ...
+    def stop(self) -> None: ...
+    def drain(self) -> None: ...  # stop admitting and starting jobs; the running ones finish
+    def submit(self, request: JobRequest, owner: str | None = None) -> JobInfo: ...  # raises QueueFullError
+    def get(self, job_id: str) -> JobInfo: ...  # raises UnknownJobError
+    def result_path(self, job_id: str) -> Path: ...  # raises UnknownJobError, JobNotDoneError
+    def cancel(self, job_id: str) -> JobInfo: ...  # raises UnknownJobError; forgets the job
+    def depth(self) -> int: ...  # jobs waiting for a painter
+    def running(self) -> int: ...
+    def full(self) -> bool: ...  # a new job would be refused
+    def owned(self, owner: str) -> int: ...  # jobs of this owner queued or running
+    def retry_after(self) -> int: ...  # seconds a rejected client should wait
+    def health(self) -> str | None: ...  # None, or why no painter can work
+    def draining(self) -> bool: ...  # stopping: no new jobs start
+
+
 # -- transitions ---------------------------------------------------------------------------------------------------
 def admitted(request: JobRequest, *, position: int, owner: str | None = None) -> JobInfo:
     return JobInfo(

@@ -1,8 +1,9 @@
 """The embedded queue: ``settings.jobs`` painter threads in this process, ``settings.queue_size`` waiting slots,
 jobs kept in a :class:`~anipaint.service.file_store.FileJobStore` so that a restart loses none of them.
 
-:class:`JobQueue` is the interface the HTTP layer talks to; :class:`~anipaint.service.celery_queue.CeleryJobQueue`
-implements it over Redis. A painter thread survives anything a job does (the job fails with a reason) and
+It implements :class:`~anipaint.service.jobs.JobQueue`, the interface the HTTP layer talks to, as
+:class:`~anipaint.service.celery_queue.CeleryJobQueue` does over Redis.
+A painter thread survives anything a job does (the job fails with a reason) and
 :meth:`LocalJobQueue.health` says why no painter can work when that happens.
 """
 
@@ -13,17 +14,19 @@ import math
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Protocol
 
 from anipaint.service.file_store import FileJobStore, check_writable
 from anipaint.service.jobs import (
     JobHooks,
     JobInfo,
     JobNotDoneError,
+    JobQueue,
     JobRequest,
     QueueFullError,
+    QueueObserver,
     Runner,
     UnknownJobError,
     admitted,
@@ -36,52 +39,30 @@ log = logging.getLogger("anipaint.service")
 RESTARTING = "the server is restarting"
 
 
-class QueueObserver(Protocol):
-    def stage_done(self, stage: str, seconds: float) -> None: ...
-    def job_done(self, outcome: str) -> None: ...
-
-
-class JobQueue(Protocol):
-    """What the web service needs from a queue, local or remote."""
-
-    def start(self) -> None: ...
-    def stop(self) -> None: ...
-    def drain(self) -> None: ...  # stop admitting and starting jobs; the running ones finish
-    def submit(self, request: JobRequest, owner: str | None = None) -> JobInfo: ...  # raises QueueFullError
-    def get(self, job_id: str) -> JobInfo: ...  # raises UnknownJobError
-    def result_path(self, job_id: str) -> Path: ...  # raises UnknownJobError, JobNotDoneError
-    def cancel(self, job_id: str) -> JobInfo: ...  # raises UnknownJobError; forgets the job
-    def depth(self) -> int: ...  # jobs waiting for a painter
-    def running(self) -> int: ...
-    def full(self) -> bool: ...  # a new job would be refused
-    def owned(self, owner: str) -> int: ...  # jobs of this owner queued or running
-    def retry_after(self) -> int: ...  # seconds a rejected client should wait
-    def health(self) -> str | None: ...  # None, or why no painter can work
-    def draining(self) -> bool: ...  # stopping: no new jobs start
-
-
 class _Hooks(JobHooks):
-    """Metrics and the stop flag around one job."""
+    """Metrics and the stop flag around one job: the queue hands over its stop flag, where stage times and
+    outcomes go, and the durations it estimates waits from."""
 
-    def __init__(self, queue: LocalJobQueue) -> None:
-        self.queue = queue
+    def __init__(self, stopping: threading.Event, observe: Callable[[str, float], None],
+                 count: Callable[[str], None], durations: deque[float]) -> None:
+        self.stopping, self.observe, self.count, self.durations = stopping, observe, count, durations
         self.stage_started = time.monotonic()
 
     def should_stop(self) -> bool:
-        return self.queue._stopping.is_set()
+        return self.stopping.is_set()
 
     def stage_changed(self, before: JobInfo, after: JobInfo) -> None:
         now = time.monotonic()
         if before.stage == "starting" and before.started is not None:
-            self.queue._observe("queue", before.started - before.created)
+            self.observe("queue", before.started - before.created)
         else:
-            self.queue._observe(before.stage, now - self.stage_started)
+            self.observe(before.stage, now - self.stage_started)
         self.stage_started = now
 
     def ended(self, info: JobInfo | None, seconds: float) -> None:
-        self.queue._count("cancelled" if info is None else "done" if info.status == "done" else "failed")
+        self.count("cancelled" if info is None else "done" if info.status == "done" else "failed")
         if info is not None and info.status == "done":
-            self.queue._durations.append(seconds)
+            self.durations.append(seconds)
 
 
 class LocalJobQueue:
@@ -229,7 +210,8 @@ class LocalJobQueue:
                 job_id = self._waiting.popleft()
                 self._busy += 1
             try:
-                run_job(self.store, job_id, self._run, _Hooks(self))
+                hooks = _Hooks(self._stopping, self._observe, self._count, self._durations)
+                run_job(self.store, job_id, self._run, hooks)
             except Exception:  # run_job records every failure; this keeps the painter alive if that breaks too
                 log.exception("painter: job %s", job_id)
             finally:

@@ -22,7 +22,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from anipaint import scratch
 from anipaint.service.app import create_app
 from anipaint.service.file_store import check_writable
-from anipaint.service.local_queue import JobQueue
+from anipaint.service.jobs import JobQueue
 from anipaint.settings import Settings, get_settings
 
 log = logging.getLogger("anipaint.service")

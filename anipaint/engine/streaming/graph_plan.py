@@ -52,6 +52,7 @@ from .rows import (
     reshaped,
     resize_rows,
 )
+from .strip_values import Reduction
 
 STRIP_BYTES = 4 << 20  # float32 rows of the widest value per strip: small strips stay in cache
 MIN_STRIP_ROWS = 8
@@ -66,19 +67,6 @@ class Loop:
     nodes: list[str] = field(default_factory=list)  # every value it computes, topological order
     reads: set[str] = field(default_factory=set)  # stored values (or the picture) it reads
     rows: int = 8  # strip height
-
-
-@dataclass
-class Reduction:
-    """A global value accumulated over strips of ``source``: ``Mean``/``Sum`` over ``axes``, a variance, or
-    softmax statistics (per-unit maximum and sum of exponentials over the positions)."""
-
-    kind: str  # "sum" | "mean" | "variance" | "softmax"
-    source: str
-    axes: tuple[int, ...]
-    keep: bool
-    count: int  # elements summed per output element
-    beta: float = 1.0
 
 
 class GraphPlan:
