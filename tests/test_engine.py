@@ -433,3 +433,16 @@ def test_auto_paints_on_the_plain_network_when_its_build_does_not_load(settings,
     with pytest.raises(RuntimeError):  # asked for by name, the failure is the answer
         backends.open_backend(style, store.artefact_path(style, home), home, load_network(style, artefact),
                               "compiled")
+
+
+@pytest.mark.parametrize("style_id,backend", [("v2-hayao", "torch"), ("v2-hayao", "strips"), ("v3-cute", "torch"),
+                                              ("v1-hayao", "torch")])
+def test_a_picture_of_a_few_pixels_is_painted_at_its_size(style_id, backend, settings, group_photo):
+    """Found from outside (schemathesis sent a 1x1 PNG): AnimeGAN v2 raised below 8x8 pixels, a 500. Every style
+    paints any size: a tiny picture is painted edge-padded and cropped back."""
+    style = get_style(style_id)
+    engine = Engine(style, store.artefact_path(style, settings), settings, backend=backend)
+    for h, w in [(1, 1), (3, 5), (7, 40)]:
+        rgb = np.ascontiguousarray(np.asarray(group_photo)[200:200 + h, 300:300 + w])
+        painted = engine.run(rgb)
+        assert painted.shape == rgb.shape and painted.dtype == np.uint8, (h, w)

@@ -21,6 +21,7 @@ import torch
 from anipaint.engine import backends, threads, tiling
 from anipaint.engine.runners import StripsBackend
 from anipaint.engine.tensors import batch_from_tensor, batch_to_tensor, from_tensor, from_tensor_float, to_tensor
+from anipaint.networks.animeganv2 import MIN_SIZE as MIN_SIDE  # the largest minimum of any network
 from anipaint.networks.architectures import get_architecture
 from anipaint.registry import Style
 from anipaint.settings import Settings
@@ -101,6 +102,9 @@ class Engine:
         ``progress`` gets the fraction done of those.
         """
         h, w = rgb.shape[:2]
+        if min(h, w) < MIN_SIDE:  # edge-padded to what every network paints, then cropped back
+            grow = ((0, max(0, MIN_SIDE - h)), (0, max(0, MIN_SIDE - w)), (0, 0))
+            return self.run(np.pad(rgb, grow, mode="edge"), progress)[:h, :w]
         tile = self.settings.tile_size
         if tiling.needs_tiling(h, w, tile):
             if self.streams_large:

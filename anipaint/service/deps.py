@@ -15,12 +15,10 @@ from pydantic_core import PydanticCustomError
 from anipaint import imaging, scratch, store
 from anipaint.engine import tiling
 from anipaint.errors import ImageError, ImageTooLargeError, LicenceError, OptionError, StyleError
-from anipaint.networks.animeganv2 import MIN_SIZE as V2_MIN_SIDE
 from anipaint.networks.architectures import get_architecture
 from anipaint.options import FULL_RESOLUTION, MAX_SIDE_RANGE, Option, PaintOptions, options
 from anipaint.painter import check_background
-from anipaint.preprocess import fit_long_side
-from anipaint.registry import ALIASES, Style, all_styles, get_style
+from anipaint.registry import ALIASES, Style, all_styles
 from anipaint.service.jobs import JobInfo, JobQueue, JobRequest, QueueFullError, UnknownJobError
 from anipaint.service.metrics import ServiceMetrics
 from anipaint.service.uploads import read_upload
@@ -50,8 +48,6 @@ _EXAMPLES = {"side": [256, "original"], "switch": [True, False], "fraction": [0.
 # older tools (and makes schemathesis send real picture files), minLength that an empty part is not a photo.
 ImagePart = Annotated[UploadFile, File(description=f"The photo ({imaging.FORMAT_NAMES}); not empty.",
                                        json_schema_extra={"format": "binary", "minLength": 1})]
-# The smallest picture each network paints, after the size cap (the others paint any size, down to 1x1 pixel).
-_MIN_SIDE = {"animeganv2": V2_MIN_SIDE, "animeganv2-port": V2_MIN_SIDE}
 NOT_FOUND = "no such job (unknown, expired or deleted)"
 EMPTY_UPLOAD = "the upload is empty; choose a photo"
 
@@ -114,7 +110,6 @@ async def paint_request(s: SettingsDep, image: ImagePart, **form: object) -> Job
         raise HTTPException(413, str(exc)) from None
     except ImageError as exc:
         raise HTTPException(415, str(exc)) from None
-    check_min_side(asked, width, height)
     if asked.max_side is None:
         check_full_resolution(s, chosen, width, height)
     name = Path(image.filename or "image").stem[:80] or "image"
@@ -140,17 +135,6 @@ def resolve_style(name: str | None, s: Settings, *, background: bool = False) ->
     except (StyleError, OptionError) as exc:
         raise HTTPException(400, str(exc)) from None
     return style
-
-
-def check_min_side(asked: PaintOptions, width: int, height: int) -> None:
-    """415 for a picture smaller than a whole-picture style's network paints (the size cap applied first)."""
-    side = min(fit_long_side(width, height, asked.max_side))
-    for style_id in filter(None, (asked.style, asked.background)):
-        style = get_style(style_id)
-        need = _MIN_SIDE.get(style.architecture, 1)
-        if side < need:
-            raise HTTPException(415, f"the picture is {side} pixels on its short side as painted; {style.id} paints "
-                                     f"pictures of at least {need}x{need} pixels")
 
 
 def style_choices(s: Settings) -> dict[str, list[str]]:

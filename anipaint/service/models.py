@@ -97,7 +97,7 @@ _WHY = {
     408: "The client paused too long while sending the upload",
     409: "The job has no picture yet",
     413: "The upload has too many bytes or pixels",
-    415: "The upload is empty, is not a picture we accept, or is too small for the style to paint",
+    415: "The upload is empty, or is not a picture we accept",
     422: "A form field is invalid",
     429: "This key's rate limit or share of the queue is used up; see Retry-After",
     500: "An unexpected failure",
