@@ -1,7 +1,7 @@
 """Face enhancement on real photos with a real AnimeGAN model.
 
-The painter is the package's (``get_painter('v3-cute')``) when it can load; otherwise the AnimeGANv3 tiny Cute
-ONNX model is run directly with ONNX Runtime. Either way a real generator paints, never a mock.
+The painter is the package's own (``get_painter('v3-cute')``): a real generator paints, never a mock, and a painter
+that cannot load fails these tests.
 """
 
 from __future__ import annotations
