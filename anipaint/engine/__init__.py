@@ -11,6 +11,7 @@ cached artefacts within a second or two.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
@@ -18,7 +19,7 @@ from typing import Protocol
 import numpy as np
 import torch
 
-from anipaint.engine import backends, threads, tiling
+from anipaint.engine import backends, quiet, threads, tiling
 from anipaint.engine.runners import StripsBackend
 from anipaint.engine.tensors import batch_from_tensor, batch_to_tensor, from_tensor, from_tensor_float, to_tensor
 from anipaint.networks.animeganv2 import MIN_SIZE as MIN_SIDE  # the largest minimum of any network
@@ -117,16 +118,21 @@ class Engine:
 def prepare(style: Style, artefact: Path, settings: Settings, backend: str | None = None) -> dict:
     """Build (and for ``auto`` measure) the style's backends now, so the first picture doesn't wait.
 
-    Returns the auto choice record (``{"choice": ..., "results": {...}}``) or ``{"choice": name}``.
+    Returns the auto choice record (``{"choice": ..., "results": {...}}``) or, for a named backend, ``{"choice":
+    name, "build_seconds": s}``. The libraries' warnings and prints on the way are held back
+    (:func:`anipaint.engine.quiet.quiet`); its steps are reported (:func:`anipaint.engine.quiet.step`).
     """
     threads.configure(settings.jobs, settings.threads)
     name = backends.wanted(settings, backend)
     if len(backends.applicable(style)) == 1:
         return {"choice": "torch"}
-    network = load_network(style, Path(artefact))
-    if name == backends.AUTO:
-        from anipaint.engine.select import choose
+    with quiet.quiet():
+        network = load_network(style, Path(artefact))
+        if name == backends.AUTO:
+            from anipaint.engine.select import choose
 
-        return choose(style, Path(artefact), settings, network)
-    backends.open_named(name, style, Path(artefact), settings, network)
-    return {"choice": name}
+            return choose(style, Path(artefact), settings, network)
+        quiet.step(style.id, f"building {name}")
+        started = time.perf_counter()
+        backends.open_named(name, style, Path(artefact), settings, network)
+    return {"choice": name, "build_seconds": round(time.perf_counter() - started, 1)}

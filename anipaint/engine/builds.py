@@ -21,6 +21,7 @@ from torch import Tensor
 
 from anipaint import store
 from anipaint.engine.cpu import cpu_flags
+from anipaint.engine.quiet import quiet
 from anipaint.networks.animeganv2 import MIN_SIZE, SIZE_MULTIPLE
 from anipaint.registry import Style
 from anipaint.settings import Settings
@@ -72,6 +73,7 @@ def _export_v2(graph: torch.nn.Module) -> torch.export.ExportedProgram:
         return export(graph, (example,), dynamic_shapes={"x": {2: SIZE_MULTIPLE * kh, 3: SIZE_MULTIPLE * kw}})
 
 
+@quiet()
 def v2_package(artefact: Path, out: Path, settings: Settings, int8: bool) -> None:
     """AnimeGANv2 rebuilt from its weights as the bf16 export graph (int8: its heavy convolutions quantised), compiled
     by AOTInductor."""
@@ -94,6 +96,7 @@ def v2_package(artefact: Path, out: Path, settings: Settings, int8: bool) -> Non
         torch._inductor.aoti_compile_and_package(ep, package_path=str(out), inductor_configs={"freezing": int8})
 
 
+@quiet()
 def v2_onnx(artefact: Path, out: Path) -> None:
     """AnimeGANv2 rebuilt from its weights in float32, exported to ONNX with dynamic H and W."""
     from anipaint.engine.graphs import V2Graph
@@ -107,6 +110,7 @@ def v2_onnx(artefact: Path, out: Path) -> None:
         )
 
 
+@quiet()
 def network_package(network, out: Path, settings: Settings) -> None:
     """An eager network (imported graph, v1) compiled by AOTInductor, its convolutions in bf16 where faithful."""
     from anipaint.engine import graph_compile
@@ -118,6 +122,7 @@ def network_package(network, out: Path, settings: Settings) -> None:
     graph_compile.build_package(network, out, dtype)
 
 
+@quiet()
 def network_onnx(network, out: Path) -> None:
     """An eager network exported to ONNX (float32) through torch.export."""
     from anipaint.engine import graph_compile

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from filelock import FileLock
 
-from anipaint.engine import backends, builds, timing
+from anipaint.engine import backends, builds, quiet, timing
 from anipaint.engine.cpu import cpu_flags
 from anipaint.engine.runners import Backend, TorchBackend
 from anipaint.engine.tensors import from_tensor
@@ -150,6 +150,8 @@ def measure_all(style: Style, artefact: Path, settings: Settings, network, key: 
     for name in names or backends.applicable(style):
         if name == "torch":
             continue
+        built = backends.BACKENDS[name].suffix is None or backends.build_path(name, style, settings, key).is_file()
+        quiet.step(style.id, f"{'opening' if built else 'building'} {name}")
         try:
             opened[name] = backends.open_named(name, style, artefact, settings, network, key)
         except Exception as exc:  # noqa: BLE001 - a backend that can't build here is simply not chosen
@@ -157,6 +159,7 @@ def measure_all(style: Style, artefact: Path, settings: Settings, network, key: 
     build_seconds = time.perf_counter() - t0
 
     started = time.perf_counter()
+    quiet.step(style.id, "measuring")
     pictures = check_pictures(settings, face_crops=style.paints_faces_only)
     reference = reference_for(style, artefact, network)
     wanted: list[np.ndarray] = []
