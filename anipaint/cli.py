@@ -162,36 +162,59 @@ def cmd_styles(args: argparse.Namespace) -> int:
 
 
 def cmd_prepare(args: argparse.Namespace) -> int:
+    """Convert each style, then build and measure its engines, under one progress bar (stderr) showing the step;
+    then one line per style (stdout). The libraries' warnings and prints are held back unless ``--verbose``."""
+    from tqdm import tqdm
+
     from anipaint import store
+    from anipaint.engine import quiet
+    from anipaint.registry import all_styles
 
     settings = _settings(args)
-    print(f"sources: {settings.sources}\nstore:   {settings.models_dir}")
+    quiet.verbose(args.verbose)
+    print(f"sources: {settings.sources}\nstore:   {settings.models_dir}", flush=True)
+    chosen = [store.get_style(i).id for i in args.styles] if args.styles else [s.id for s in all_styles()]
+    lines: dict[str, str] = {}
+    with tqdm(total=len(chosen) * (1 + args.engine), desc=f"{chosen[0]}: converting", file=sys.stderr,
+              bar_format="{desc:<40.40}|{bar:24}| {n_fmt}/{total_fmt} steps, {elapsed}") as bar, \
+            quiet.following(lambda style_id, step: bar.set_description_str(f"{style_id}: {step}")):
 
-    def show(style_id: str, outcome: str, detail: str) -> None:
-        print(f"  {style_id:<24} {outcome}{': ' + detail if detail else ''}", flush=True)
+        def converted(style_id: str, outcome: str, detail: str) -> None:
+            lines[style_id] = f"{outcome}: {detail}" if detail else "converted"
+            if outcome != "ok" and args.engine:
+                bar.total -= 1  # no engines to prepare for it
+            bar.update(1)
+            rest = chosen[chosen.index(style_id) + 1:]
+            if rest:
+                quiet.step(rest[0], "converting")
 
-    results = store.prepare(args.styles or None, settings, force=args.force, on_result=show)
+        with quiet.quiet():
+            results = store.prepare(chosen, settings, force=args.force, on_result=converted)
+        if args.engine:
+            for style_id in (k for k in chosen if results[k] == "ok"):
+                lines[style_id] = _prepare_engine(style_id, settings)
+                bar.update(1)
+        bar.set_description_str("prepared")
+    for style_id, line in lines.items():
+        print(f"  {style_id:<24} {line}")
     for name in store.EXTRA_SOURCES:  # the face detector and the segmenter: not styles, no engines
         print(f"  {name:<24} {results[name]}")
-    if args.engine:
-        _prepare_engines([k for k, v in results.items() if v == "ok" and k not in store.EXTRA_SOURCES], settings)
-    return 1 if any(v.startswith("failed") for v in results.values()) else 0
+    failed = [v for v in [*results.values(), *lines.values()] if v.startswith(("failed", "engine failed"))]
+    return 1 if failed else 0
 
 
-def _prepare_engines(style_ids: list[str], settings: Settings) -> None:
-    """Build and measure the fast backends once per machine, so the first picture does not wait for them."""
+def _prepare_engine(style_id: str, settings: Settings) -> str:
+    """Build and measure a style's fast backends once per machine, so the first picture does not wait for them;
+    the style's line: its engine (:func:`anipaint.engine.quiet.summary`), or why there is none."""
     from anipaint import engine, store
-    from anipaint.engine import backends
+    from anipaint.engine import quiet
 
-    for style_id in style_ids:
-        style = store.get_style(style_id)
-        if len(backends.applicable(style)) == 1:
-            continue
-        builds = any(backends.BACKENDS[name].suffix for name in backends.applicable(style))
-        what = "building and measuring" if builds else "measuring"
-        print(f"  {style_id:<24} {what} the engines (once per machine)…", flush=True)
-        record = engine.prepare(style, store.artefact_path(style, settings), settings)
-        print(f"  {style_id:<24} engine: {record.get('choice', 'torch')}", flush=True)
+    quiet.step(style_id, "loading")
+    style = store.get_style(style_id)
+    try:
+        return quiet.summary(engine.prepare(style, store.artefact_path(style, settings), settings))
+    except Exception as exc:  # noqa: BLE001 - one line for the style; the other styles still get theirs
+        return f"engine failed: {type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}"
 
 
 def cmd_fetch(args: argparse.Namespace) -> int:
@@ -306,6 +329,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="convert again even if up to date")
     p.add_argument("--engine", action=argparse.BooleanOptionalAction, default=True,
                    help="also build and pick the fastest engine for this machine (default: yes)")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="show the libraries' warnings and messages while converting and building")
     p.set_defaults(func=cmd_prepare)
     p = models.add_parser("fetch", help="download model files from their public origins (or $ANIPAINT_MIRROR)")
     p.add_argument("styles", nargs="*", help="style ids or aliases (default: every style and the helper models)")
