@@ -189,6 +189,7 @@ class Preparer:
         if not self.steps or self.settings.background == "off":
             self.finished.set()
             return
+        _log_beside_the_server(self.settings.log_level)
         env = {**os.environ, **to_env(self.settings), "PYTHONUNBUFFERED": "1"}
         args = [f"{step}:{style_id}" for step, style_id in self.steps]
         self._proc = subprocess.Popen([sys.executable, "-m", "anipaint.preparation", *args], env=env,
@@ -248,45 +249,73 @@ class Preparer:
             self.current = None
             if step in self.steps:
                 self.steps.remove(step)
+            style_id = event["style"]
             if event["status"] == "failed":
-                self.failures[event["style"]] = event.get("detail") or "failed"
-                log.warning("background %s of %s failed: %s", *step, event.get("detail"))
+                self.failures[style_id] = event.get("detail") or "failed"
+                log.warning("background %s of %s failed: %s", *step, self.failures[style_id].splitlines()[0])
                 continue
-            log.info("background %s of %s done", *step)
-            painter = loaded_painter(event["style"], self.settings)
-            if event["step"] == "optimise" and painter is not None and painter.loaded:
+            if event["step"] == "convert":  # one line per style: when it is ready, fast engine or not
+                optimising = ("optimise", style_id) in self.steps
+                log.log(logging.DEBUG if optimising else logging.INFO, "%s converted; paints with the plain engine",
+                        style_id)
+                continue
+            painter = loaded_painter(style_id, self.settings)
+            moved = ""
+            if painter is not None and painter.loaded:
                 while busy():  # don't load the new engine beside a paint
                     threading.Event().wait(0.2)
                 try:
                     painter.reload_engine()
-                    log.info("%s now paints with %s", event["style"], painter.engine.backend_name)
+                    moved = f"; {style_id} now paints with {painter.engine.backend_name}"
                 except Exception as exc:  # noqa: BLE001 - the old engine keeps painting
-                    self.failures[event["style"]] = f"{type(exc).__name__}: {exc}"
+                    self.failures[style_id] = f"{type(exc).__name__}: {exc}"
+                    moved = f"; it did not load ({self.failures[style_id]}), the plain engine paints"
+            log.info("%s engine ready: %s%s", style_id, event.get("summary") or "done", moved)
         self.finished.set()
+
+
+def _log_beside_the_server(level: str) -> None:
+    """uvicorn configures its own loggers only: unless something configured logging (the Celery worker, a test),
+    this module's lines (a style's engine is ready, a step failed) go to stderr beside uvicorn's."""
+    if log.hasHandlers():
+        return
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(levelname)s: %(message)s"))
+    log.addHandler(handler)
+    level_no = logging.getLevelName(level.upper())
+    log.setLevel(level_no if isinstance(level_no, int) else logging.INFO)  # uvicorn's "trace": INFO
 
 
 # ---- the child process ---------------------------------------------------------------------------------------
 
 
 def run_steps(steps: Iterable[tuple[str, str]], settings: Settings, go: threading.Event) -> None:
-    """Do each step once ``go`` is set (the parent clears it while it paints), reporting JSON lines on stdout."""
+    """Do each step once ``go`` is set (the parent clears it while it paints), reporting JSON lines on stdout;
+    an engine's line says what it is (:func:`anipaint.engine.quiet.summary`). The libraries' warnings and prints
+    are held back (:func:`anipaint.engine.quiet.quiet`): they would land in the server's log."""
     from anipaint import engine
+    from anipaint.engine import quiet
+
+    def report(step: str, style_id: str, status: str, **more: str) -> None:
+        print(json.dumps({"step": step, "style": style_id, "status": status, **more}), flush=True)
 
     for step, style_id in steps:
         go.wait()
         style = get_style(style_id)
-        print(json.dumps({"step": step, "style": style_id, "status": "start"}), flush=True)
+        report(step, style_id, "start")
         try:
-            if step == "convert":
-                store.ensure_prepared(style, settings)  # with auto_fetch: downloads a missing source first
-            else:
-                record = engine.prepare(style, store.ensure_prepared(style, settings), settings)
-                if not record.get("choice"):
-                    raise RuntimeError("no engine chosen")
-            print(json.dumps({"step": step, "style": style_id, "status": "done"}), flush=True)
+            with quiet.quiet():
+                if step == "convert":
+                    store.ensure_prepared(style, settings)  # with auto_fetch: downloads a missing source first
+                    more = {}
+                else:
+                    record = engine.prepare(style, store.ensure_prepared(style, settings), settings)
+                    if not record.get("choice"):
+                        raise RuntimeError("no engine chosen")
+                    more = {"summary": quiet.summary(record)}
+            report(step, style_id, "done", **more)
         except Exception as exc:  # noqa: BLE001 - reported to the server; the next step still runs
-            detail = f"{type(exc).__name__}: {exc}"
-            print(json.dumps({"step": step, "style": style_id, "status": "failed", "detail": detail}), flush=True)
+            report(step, style_id, "failed", detail=f"{type(exc).__name__}: {exc}")
 
 
 def _listen(go: threading.Event) -> None:
