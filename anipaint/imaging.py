@@ -74,7 +74,7 @@ def _open(data: ImageInput) -> Image.Image:
         raise ImageError(f"not an image, or a format we do not read ({FORMAT_NAMES})") from None
     except ValueError:  # Pillow's guard against text and colour-profile chunks that inflate without end
         raise ImageTooLargeError("the image's metadata (a text or colour-profile chunk) is too large") from None
-    except OSError as exc:
+    except (OSError, RuntimeError) as exc:  # the AVIF and HEIF decoders report a damaged file as RuntimeError
         raise ImageError(f"cannot read the image: {exc}") from None
 
 
@@ -135,7 +135,7 @@ def load_image(data: ImageInput, *, max_pixels: int | None = None) -> Image.Imag
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 img.load()
-        except (OSError, SyntaxError, ValueError) as exc:
+        except (OSError, SyntaxError, ValueError, RuntimeError) as exc:
             raise ImageError(f"the image is corrupt or truncated: {exc}") from None
     if getattr(img, "n_frames", 1) > 1 and img.format != "HEIF":
         img.seek(0)  # animations: the first frame (a HEIF collection stays on its primary picture, where it opens)
