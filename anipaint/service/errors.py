@@ -44,7 +44,8 @@ def install(app: FastAPI) -> None:
                 problems.append(f"max_side must be {low}–{high} pixels, or 0 / 'original' for full resolution")
             elif field in _STYLE_FIELDS:
                 status = 400
-                problems.append(f"unknown style {err.get('input')!r}; see /api/styles")
+                named = "" if field == "style" else f" for {field}"
+                problems.append(f"unknown style {err.get('input')!r}{named}; see /api/styles")
             else:
                 problems.append(f"{field}: {err.get('msg', 'invalid value')}")
         return JSONResponse({"detail": "; ".join(dict.fromkeys(problems)) or "invalid request"}, status)
