@@ -204,10 +204,10 @@ def test_friendly_errors(server: Server, page_factory) -> None:
         '[data-testid="file-input"]',
         files=[{"name": "notes.jpg", "mimeType": "image/jpeg", "buffer": b"not a photo" * 50}],
     )
-    page.click('[data-testid="paint"]')
     message = page.locator('[data-testid="message"]')
-    message.wait_for(state="visible")
+    message.wait_for(state="visible")  # the browser cannot show it, and the server's preview refuses it
     assert "not a picture we can read" in message.inner_text()
+    assert page.locator("#paint").is_disabled()
 
     big = 21 * 1024 * 1024  # over the 20 MB default: refused before uploading
     page.set_input_files(

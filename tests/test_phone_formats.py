@@ -10,6 +10,7 @@ import random
 import re
 import subprocess
 import sys
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -162,3 +163,42 @@ def test_damaged_phone_files_are_refused_with_a_reason(server: InProcessServer, 
     for data in refused[:4]:
         res = _post(server, data, name, mime)
         assert res.status_code == 415 and res.json()["detail"], res.text
+
+
+def _claiming(width: int, height: int) -> bytes:
+    """A small PNG whose header says ``width``×``height``: refused from the header, before any pixel is decoded."""
+    buf = io.BytesIO()
+    Image.new("RGB", (8, 8)).save(buf, format="PNG")
+    png = bytearray(buf.getvalue())
+    png[16:24] = width.to_bytes(4, "big") + height.to_bytes(4, "big")
+    png[29:33] = zlib.crc32(bytes(png[12:29])).to_bytes(4, "big")  # IHDR's type and data
+    return bytes(png)
+
+
+@pytest.mark.parametrize("fmt, name, mime", PHONE_FORMATS)
+def test_preview_is_the_photo_upright_as_a_clean_png(server: InProcessServer, photo: Image.Image, fmt, name,
+                                                     mime) -> None:
+    """POST /api/preview: what the page shows for a photo the browser cannot decode. Upright, no metadata, capped
+    as a paint at that size is capped (so it has the painted picture's size), no painting."""
+    data = _phone_file(photo, fmt, 6)
+    for fields, size in (({"max_side": "64"}, (43, 64)), ({}, (80, 120)), ({"max_side": "original"}, (80, 120))):
+        res = server.client.post("/api/preview", files={"image": (name, data, mime)}, data=fields)
+        assert res.status_code == 200, res.text
+        assert res.headers["content-type"] == "image/png"
+        shown = Image.open(io.BytesIO(res.content))
+        assert shown.format == "PNG" and shown.size == size, fields
+        assert not shown.getexif() and b"eXIf" not in res.content and b"tEXt" not in res.content
+    assert _psnr(shown.convert("RGB"), _upright(photo, 6)) > 28
+    painted = _post(server, data, name, mime).json()
+    assert (painted["width"], painted["height"]) == (43, 64)  # the same cap, the same size
+
+
+def test_preview_refuses_what_the_paint_routes_refuse(server: InProcessServer) -> None:
+    for data, status, said in ((b"shopping list: eggs, milk\n", 415, imaging.FORMAT_NAMES),
+                               (b"", 415, "empty"), (_claiming(9000, 9000), 413, "MP")):
+        res = server.client.post("/api/preview", files={"image": ("IMG_0002.HEIC", data, "image/heic")})
+        assert res.status_code == status and res.headers["content-type"] == "application/json", res.text
+        assert said in res.json()["detail"]
+    res = server.client.post("/api/preview", files={"image": ("a.png", _claiming(8, 8), "image/png")},
+                             data={"max_side": "7"})
+    assert res.status_code == 422 and "max_side" in res.json()["detail"]

@@ -119,5 +119,6 @@ def responses(*statuses: int) -> dict[int | str, dict]:
     return out
 
 
-def png_response() -> dict[int | str, dict]:
-    return {200: {"content": {"image/png": {"schema": {"type": "string", "format": "binary"}}}, "description": "PNG"}}
+def png_response(description: str = "PNG") -> dict[int | str, dict]:
+    return {200: {"content": {"image/png": {"schema": {"type": "string", "format": "binary"}}},
+                  "description": description}}

@@ -1,5 +1,6 @@
-// The server's HTTP API, and nothing else here talks to it: readiness, config, styles and their thumbnails, and
-// `serverPainter`, which paints through the job queue. A painter is any object with
+// The server's HTTP API, and nothing else here talks to it: readiness, config, styles and their thumbnails, the
+// preview of a photo this browser cannot decode, and `serverPainter`, which paints through the job queue. A
+// painter is any object with
 //
 //   paint(file, options, onProgress, signal) → Promise<{blob, width, height, style, facesFound, engine}>
 //
@@ -64,9 +65,14 @@ function jobError(info) {
   return new PaintError(reason, reason === "busy" ? "" : info.error || "");
 }
 
-function form(file, options) {
+function imageForm(file) {
   const body = new FormData();
   body.append("image", file, file.name || "pasted.png");
+  return body;
+}
+
+function form(file, options) {
+  const body = imageForm(file);
   body.append("style", options.style);
   body.append("faces", options.faces ? "true" : "false");
   if (options.faceStyle) body.append("face_style", options.faceStyle);
@@ -75,6 +81,22 @@ function form(file, options) {
   if (options.background) body.append("background", options.background);
   if (options.strength < 1) body.append("strength", String(options.strength));
   return body;
+}
+
+// The photo as the server decodes it, for a browser that cannot (HEIC on Chrome and Firefox): a PNG Blob, upright,
+// without metadata, its long side capped at `maxSide` ("512", "original", …) as a paint at that size caps it, so
+// it has the painted picture's size. Rejects with a PaintError.
+export async function getPreview(file, maxSide) {
+  const body = imageForm(file);
+  body.append("max_side", String(maxSide));
+  let res;
+  try {
+    res = await fetch("/api/preview", { method: "POST", body });
+  } catch (_) {
+    throw new PaintError("network");
+  }
+  if (!res.ok) throw await httpError(res);
+  return res.blob();
 }
 
 const pause = (ms, signal) => new Promise((resolve, reject) => {

@@ -3,6 +3,7 @@
 
 import { mix, toLab } from "./blend.js";
 import { translate } from "./i18n.js";
+import { drawable } from "./photo.js";
 import { styleName } from "./styles.js";
 
 const $ = (id) => document.getElementById(id);
@@ -18,10 +19,11 @@ function pixels(source, w, h, smooth) {
   return ctx.getImageData(0, 0, w, h);
 }
 
-// The full-strength picture and the photo at its size, kept in L*a*b* for the slider to mix.
+// The full-strength picture and the photo at its size (the server's PNG of it when this browser cannot decode it),
+// kept in L*a*b* for the slider to mix.
 export async function keepForBlending(blob, photo, w, h) {
   const painted = pixels(await createImageBitmap(blob), w, h, false);
-  const photoData = pixels(await createImageBitmap(photo), w, h, true);
+  const photoData = pixels(await createImageBitmap(drawable(photo)), w, h, true);
   return {
     photoLab: toLab(photoData.data),
     paintedLab: toLab(painted.data),

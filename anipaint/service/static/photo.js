@@ -1,10 +1,49 @@
-// The photo: chosen, dropped or pasted, checked before anything is sent, and shown in the drop zone.
+// The photo: chosen, dropped or pasted, checked before anything is sent, and shown in the drop zone. A photo this
+// browser cannot decode (HEIC on Chrome and Firefox) is shown, compared and re-blended from the server's upright
+// PNG of it (api.js getPreview), fetched at the chosen size so that it has the painted picture's size; the photo
+// itself is still what is uploaded to paint.
 
-import { clearMessage, limits, showMessage } from "./messages.js";
+import { getPreview } from "./api.js";
+import { clearMessage, limits, showMessage, showPaintError } from "./messages.js";
 
 const $ = (id) => document.getElementById(id);
 
-export function setFile(store, file) {
+// photo → {size, blob}: the server's PNG of a photo this browser cannot decode, at that size option.
+const previews = new WeakMap();
+let choosing = null; // the photo being read: the last one chosen wins over a slower earlier one
+
+// What the page draws and re-blends for a photo: the photo itself, or the server's PNG of it.
+export const drawable = (file) => (previews.has(file) ? previews.get(file).blob : file);
+
+async function decodes(file) {
+  try {
+    (await createImageBitmap(file)).close();
+    return true;
+  } catch (_) {
+    return false;
+  }
+}
+
+// The server's PNG of `file` at the chosen size (asked again if the size changed meanwhile), kept for drawable().
+// Rejects with the PaintError of a refused or failed request.
+async function fetchPreview(store, file) {
+  let size, blob;
+  do {
+    size = store.state.options.size;
+    blob = await getPreview(file, size);
+  } while (size !== store.state.options.size);
+  previews.set(file, { size, blob });
+}
+
+// Shows `file` (its drawable), freeing the URL shown before unless a paint or the result still uses it.
+function show(store, file, patch = {}) {
+  const s = store.state;
+  const inUse = [s.job && s.job.beforeUrl, s.result && s.result.beforeUrl];
+  if (s.fileUrl && !inUse.includes(s.fileUrl)) URL.revokeObjectURL(s.fileUrl);
+  store.update({ file, fileUrl: URL.createObjectURL(drawable(file)), ...patch });
+}
+
+export async function setFile(store, file) {
   if (!file) return;
   const s = store.state;
   if (file.type && !file.type.startsWith("image/")) {
@@ -16,9 +55,28 @@ export function setFile(store, file) {
     return;
   }
   clearMessage(store);
-  const inUse = [s.job && s.job.beforeUrl, s.result && s.result.beforeUrl];
-  if (s.fileUrl && !inUse.includes(s.fileUrl)) URL.revokeObjectURL(s.fileUrl);
-  store.update({ file, fileUrl: URL.createObjectURL(file), phase: "ready" });
+  choosing = file;
+  try {
+    if (!(await decodes(file)) && choosing === file) await fetchPreview(store, file);
+  } catch (error) {
+    if (choosing === file) showPaintError(store, error);
+    return;
+  }
+  if (choosing === file) show(store, file, { phase: "ready" });
+}
+
+// Another size chosen: a photo shown from the server's PNG gets one at that size, the painted picture's.
+async function followSize(store) {
+  const { file, options } = store.state;
+  const preview = file && previews.get(file);
+  if (!preview || preview.size === options.size) return;
+  try {
+    await fetchPreview(store, file);
+  } catch (error) {
+    if (store.state.file === file) showPaintError(store, error);
+    return;
+  }
+  if (store.state.file === file) show(store, file);
 }
 
 function drawPhoto(s) {
@@ -33,6 +91,7 @@ function drawPhoto(s) {
 
 export function watchPhoto(store) {
   store.watch((s) => [s.file, s.fileUrl], drawPhoto);
+  store.watch((s) => [s.options.size], () => followSize(store));
   store.watch((s) => [s.dragging], (s) => $("dropzone").classList.toggle("dragging", s.dragging));
 
   const zone = $("dropzone");

@@ -51,8 +51,8 @@ export function initialState(lang) {
     stylesLoaded: false,
     style: null, // the chosen style's id
     thumbs: {}, // style id → {url (blob:), pending}
-    file: null, // the chosen photo (File or Blob) and its object URL
-    fileUrl: null,
+    file: null, // the chosen photo (File or Blob), as uploaded to paint
+    fileUrl: null, // the object URL it is shown from: its own, or its server preview's (photo.js drawable)
     dragging: false,
     options: { faces: true, size: "512", portrait: false, background: "" },
     job: null, // the paint in progress: {file, beforeUrl, name, portrait, started, controller}
