@@ -5,15 +5,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from anipaint.errors import AnipaintError, LicenceError
 from anipaint.options import PaintOptions, check_strength, options, parse_max_side
 from anipaint.settings import Settings, get_settings
-
-IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".webp", ".bmp", ".tif", ".tiff", ".gif", ".avif", ".heic", ".heif"}
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -45,11 +42,32 @@ def _add_paint_options(parser: argparse.ArgumentParser) -> None:
     for option in options():
         names = [option.flag] + ([option.short] if option.short else [])
         if option.kind == "switch":
-            parser.add_argument(*names, dest=option.name, action=argparse.BooleanOptionalAction,
-                                default=option.default, help=option.help)
+            parser.add_argument(*names, dest=option.name, action=_Switch, default=option.default, help=option.help)
         else:
             parser.add_argument(*names, dest=option.name, default=option.default, metavar=metavars[option.kind],
                                 type=types.get(option.kind), help=option.help)
+
+
+class _Switch(argparse.BooleanOptionalAction):
+    """``--faces``, ``--no-faces`` and ``--faces on|off`` (also yes/no, true/false, 1/0)."""
+
+    WORDS = {"on": True, "yes": True, "true": True, "1": True, "off": False, "no": False, "false": False, "0": False}
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs) -> None:
+        super().__init__(option_strings, dest, **kwargs)
+        self.nargs, self.metavar = "?", "on|off"
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        if option_string is not None and option_string.startswith("--no-"):
+            if values is not None:
+                parser.error(f"{option_string} takes no value")
+            setattr(namespace, self.dest, False)
+        elif values is None:
+            setattr(namespace, self.dest, True)
+        elif str(values).lower() in self.WORDS:
+            setattr(namespace, self.dest, self.WORDS[str(values).lower()])
+        else:
+            parser.error(f"{option_string} takes on or off, not {values!r}")
 
 
 def _paint_options(args: argparse.Namespace) -> PaintOptions:
@@ -57,93 +75,9 @@ def _paint_options(args: argparse.Namespace) -> PaintOptions:
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
-    from anipaint import imaging
-    from anipaint.painter import get_painter
+    from anipaint.convert_cli import convert
 
-    settings = _settings(args)
-    asked = _paint_options(args)
-    painter = get_painter(asked.style, settings)
-    src, dst = Path(args.input), Path(args.output)
-    if src.is_dir():
-        return _convert_folder(painter, src, dst, asked)
-    if not src.exists():
-        raise AnipaintError(f"{src}: no such file or folder")
-    from anipaint.video import is_video
-
-    if is_video(src):
-        return _convert_video(painter, src, dst, asked)
-    if dst.is_dir():
-        dst = dst / (src.stem + ".png")
-    from tqdm import tqdm
-
-    start = time.perf_counter()
-    # A full-resolution paint can take a minute: a bar appears if it takes more than two seconds.
-    with tqdm(total=100, desc=f"painting ({painter.style.id})", unit="%", file=sys.stderr, delay=2,
-              bar_format="{desc}: {percentage:3.0f}%|{bar}| {elapsed}<{remaining} {postfix}") as bar:
-
-        def report(stage: str, fraction: float) -> None:
-            bar.set_postfix_str(stage, refresh=False)
-            bar.update(max(0, round(100 * fraction) - bar.n))
-
-        painted = painter.paint_result(src, asked, progress=report)
-    result = painted.image
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    imaging.save_image(result, dst)
-    mode = f", portrait: {painted.faces_found} face(s)" if asked.portrait or painter.style.paints_faces_only else ""
-    print(f"{src} → {dst} ({painter.style.id}{mode}, {result.width}×{result.height}, "
-          f"{time.perf_counter() - start:.1f} s)")
-    return 0
-
-
-def _convert_video(painter, src: Path, dst: Path, asked: PaintOptions) -> int:
-    from tqdm import tqdm
-
-    from anipaint.video import paint_video
-
-    if dst.is_dir():
-        dst = dst / (src.stem + ".mp4")
-    start = time.perf_counter()
-    painter.warm()
-    with tqdm(desc=f"painting frames ({painter.style.id})", unit="frame", file=sys.stderr) as bar:
-
-        def advance(done: int, total: int) -> None:
-            bar.total = total or None
-            bar.update(done - bar.n)
-
-        facts = paint_video(painter, src, dst, asked, on_frame=advance)
-    print(
-        f"{src} → {dst} ({painter.style.id}, {facts['frames']} frames, {facts['width']}×{facts['height']}, "
-        f"{time.perf_counter() - start:.1f} s)"
-    )
-    return 0
-
-
-def _convert_folder(painter, src: Path, dst: Path, asked: PaintOptions) -> int:
-    from tqdm import tqdm
-
-    from anipaint import imaging
-
-    files = sorted(p for p in src.rglob("*") if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
-    if not files:
-        raise AnipaintError(f"{src}: no images found ({', '.join(sorted(IMAGE_SUFFIXES))})")
-    dst.mkdir(parents=True, exist_ok=True)
-    failed: list[tuple[Path, str]] = []
-    start = time.perf_counter()
-    painter.warm()
-    for path in tqdm(files, desc=f"painting ({painter.style.id})", unit="img", file=sys.stderr):
-        out = dst / path.relative_to(src).with_suffix(".png")
-        try:
-            result = painter.paint(path, asked)
-            out.parent.mkdir(parents=True, exist_ok=True)
-            imaging.save_image(result, out)
-        except AnipaintError as exc:
-            failed.append((path, str(exc)))
-    elapsed = time.perf_counter() - start
-    done = len(files) - len(failed)
-    print(f"{done} of {len(files)} pictures painted into {dst} in {elapsed:.1f} s", file=sys.stderr)
-    for path, reason in failed:
-        print(f"  failed: {path}: {reason}", file=sys.stderr)
-    return 1 if failed else 0
+    return convert(Path(args.input), Path(args.output), _paint_options(args), _settings(args), watch=args.watch)
 
 
 def cmd_styles(args: argparse.Namespace) -> int:
@@ -314,9 +248,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--home", help="model store and data folder (default: $ANIPAINT_HOME)")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("convert", help="paint a picture, a video, or every picture in a folder")
-    p.add_argument("input", help="an image, a video (.mp4, .mov, …) or a folder of images")
-    p.add_argument("output", help="the output file (.png/.jpg/.webp) or folder")
+    p = sub.add_parser("convert", help="paint a picture, an animated picture, a video, or a folder of them")
+    p.add_argument("input", help="a picture, an animated GIF/WebP, a video (.mp4, .mov, …) or a folder of them")
+    p.add_argument("output", help="the output file (.png/.jpg/.webp, .gif, .mp4) or folder")
+    p.add_argument("--watch", action="store_true",
+                   help="keep watching the input folder and paint every new or changed file into the output folder")
     _add_paint_options(p)
     p.set_defaults(func=cmd_convert)
 

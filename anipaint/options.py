@@ -69,6 +69,10 @@ class PaintOptions:
         None, "style", "Style id or alias for everything but the people; default: the chosen style. Not a face style.",
         flag="--background-style",
     )
+    temporal: bool | None = _option(
+        None, "switch", "Videos and animated pictures: keep each frame steady with the last one along the motion "
+        "(off: every frame painted on its own); default: on. Pictures ignore it.",
+    )
 
     def __post_init__(self) -> None:
         for f in fields(self):

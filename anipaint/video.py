@@ -1,19 +1,26 @@
-"""Videos: decode each frame, paint it, encode H.264 at the source frame rate, and carry the audio over.
+"""Videos: decode, paint (steady along the motion unless turned off) and encode H.264 at the source frame rate, with
+the sound carried over.
 
-PyAV (FFmpeg) does the container work, so every format FFmpeg reads is accepted; frames go through the same
-painter as single pictures (cap, faces) so a video looks like its stills.
+PyAV (FFmpeg) does the container work, so every format FFmpeg reads is accepted. Decoding runs in the frame
+reader's thread and encoding in a writer thread, so the three overlap (:mod:`anipaint.frames`); the sound is
+copied packet by packet, interleaved with the video by time. Frames go through the same pipeline as single
+pictures (cap, strength, faces when asked for), so a video looks like its stills.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import replace
+import queue
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
+from PIL import Image
 
-from anipaint.errors import ImageError, OptionError
+from anipaint.errors import ImageError
+from anipaint.frames import AHEAD, frame_options, paint_frames
 from anipaint.options import PaintOptions
 
 VIDEO_SUFFIXES = {".mp4", ".mov", ".mkv", ".webm", ".avi", ".m4v"}
@@ -21,6 +28,38 @@ VIDEO_SUFFIXES = {".mp4", ".mov", ".mkv", ".webm", ".avi", ".m4v"}
 
 def is_video(path: Path) -> bool:
     return Path(path).suffix.lower() in VIDEO_SUFFIXES
+
+
+@dataclass(frozen=True)
+class VideoFacts:
+    """What a container says about its first video stream, read without decoding it."""
+
+    width: int
+    height: int
+    frames: int  # 0 when the container does not say
+    seconds: float
+    fps: float
+    has_audio: bool
+
+
+def probe_video(src: Path) -> VideoFacts:
+    """The clip's size, length and streams, or ImageError when it is not a video FFmpeg can read."""
+    import av
+
+    try:
+        with av.open(str(src)) as container:
+            if not container.streams.video:
+                raise ImageError(f"{src}: has no video stream")
+            vin = container.streams.video[0]
+            rate = vin.average_rate or Fraction(25, 1)
+            seconds = float(container.duration / 1e6) if container.duration else 0.0
+            if not seconds and vin.duration and vin.time_base:
+                seconds = float(vin.duration * vin.time_base)
+            frames = vin.frames or round(seconds * float(rate))
+            return VideoFacts(vin.codec_context.width, vin.codec_context.height, frames, seconds, float(rate),
+                              bool(container.streams.audio))
+    except (av.FFmpegError, OSError) as exc:
+        raise ImageError(f"{src}: not a video we can read ({exc})") from None
 
 
 def paint_video(
@@ -31,71 +70,133 @@ def paint_video(
     *,
     on_frame: Callable[[int, int], None] | None = None,
 ) -> dict:
-    """Paint every frame of ``src`` into ``dst`` (.mp4) with ``options`` (faces are off unless asked for: a face
-    pass per frame costs time and can flicker). Returns {"frames", "fps", "width", "height"}.
+    """Paint every frame of ``src`` into ``dst`` (.mp4) with ``options`` (see :func:`anipaint.frames.frame_options`).
+    Returns {"frames", "fps", "width", "height", "temporal"}.
 
     ``on_frame(done, total)`` reports progress (total is 0 when the container does not say).
     """
     import av
 
-    asked = options or PaintOptions()
-    if asked.portrait or asked.background:
-        raise OptionError("portrait mode and a background style paint pictures, not videos")
-    options = replace(asked.settled(painter.settings), faces=asked.faces is True)
+    options = frame_options(options, painter)
+    facts = probe_video(src)
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    rate = Fraction(facts.fps).limit_denominator(100000)
+    with av.open(str(src)) as sound_source, av.open(str(dst), mode="w") as out:
+        writer = _Writer(out, rate, sound_source)
+        done = 0
+
+        def advance(n: int) -> None:
+            nonlocal done
+            done = n
+            if on_frame is not None:
+                on_frame(n, facts.frames)
+
+        try:
+            for painted in paint_frames(painter, _decoded(src), options, on_frame=advance):
+                writer.put(painted[..., :3])
+        finally:
+            writer.close()
+        if done == 0:
+            raise ImageError(f"{src}: the video has no frames")
+        size = writer.size
+    return {"frames": done, "fps": float(rate), "width": size[0], "height": size[1], "temporal": options.temporal}
+
+
+def _decoded(src: Path) -> Iterator[Image.Image]:
+    """The video's frames, upright (a phone's rotation applied), as pictures."""
+    import av
 
     try:
-        container = av.open(str(src))
-    except (av.FFmpegError, OSError) as exc:
-        raise ImageError(f"{src}: not a video we can read ({exc})") from None
-    with container:
-        if not container.streams.video:
-            raise ImageError(f"{src}: has no video stream")
-        vin = container.streams.video[0]
-        vin.thread_type = "AUTO"
-        ain = container.streams.audio[0] if container.streams.audio else None
-        rate = vin.average_rate or Fraction(25, 1)
-        total = vin.frames or 0
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        from anipaint.preprocess import fit_long_side
-
-        # Every stream must exist before the first packet is written, so the output size is worked out now.
-        size = fit_long_side(vin.codec_context.width, vin.codec_context.height, options.max_side)
-        with av.open(str(dst), mode="w") as out:
-            vout = _open_video_stream(out, rate, size)
-            aout = out.add_stream_from_template(ain) if ain is not None else None
-            done = 0
-            streams = [vin] + ([ain] if ain is not None else [])
-            for packet in container.demux(*streams):
-                if packet.stream is ain and aout is not None:
-                    if packet.dts is None:
-                        continue
-                    packet.stream = aout
-                    out.mux(packet)
-                    continue
-                for frame in packet.decode():
-                    painted = painter.paint(frame.to_image(), options)
-                    arr = _even(np.asarray(painted.convert("RGB")))
-                    for p in vout.encode(av.VideoFrame.from_ndarray(arr, format="rgb24")):
-                        out.mux(p)
-                    done += 1
-                    if on_frame:
-                        on_frame(done, total)
-            if done == 0:
-                raise ImageError(f"{src}: the video has no frames")
-            for p in vout.encode():
-                out.mux(p)
-    return {"frames": done, "fps": float(rate), "width": vout.width, "height": vout.height}
+        with av.open(str(src)) as container:
+            vin = container.streams.video[0]
+            vin.thread_type = "AUTO"
+            for frame in container.decode(vin):
+                image = frame.to_image()
+                turn = getattr(frame, "rotation", 0) or 0  # degrees counter-clockwise to display upright
+                if turn % 360:
+                    image = image.rotate(turn % 360, expand=True)
+                yield image
+    except av.FFmpegError as exc:
+        raise ImageError(f"{src}: the video could not be decoded ({exc})") from None
 
 
-def _open_video_stream(out, rate: Fraction, size: tuple[int, int]):
-    stream = out.add_stream("libx264", rate=rate)
-    # yuv420p needs even sides; players expect it.
-    stream.width, stream.height = size[0] - size[0] % 2, size[1] - size[1] % 2
-    stream.pix_fmt = "yuv420p"
-    stream.options = {"crf": "18", "preset": "medium"}
-    return stream
+class _Writer:
+    """Encodes frames in its own thread and muxes the sound's packets in by time as the video reaches them."""
 
+    def __init__(self, out, rate: Fraction, sound_source) -> None:
+        self._out, self._rate = out, rate
+        ain = sound_source.streams.audio[0] if sound_source.streams.audio else None
+        self._ain, self._aout, self._vout = ain, None, None
+        self._sound = sound_source.demux(ain) if ain is not None else iter(())
+        self._pending_sound = None
+        self._frames: queue.Queue = queue.Queue(maxsize=AHEAD)
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="video-writer", daemon=True)
+        self._thread.start()
 
-def _even(arr: np.ndarray) -> np.ndarray:
-    h, w = arr.shape[:2]
-    return np.ascontiguousarray(arr[: h - h % 2, : w - w % 2])
+    def put(self, rgb: np.ndarray) -> None:
+        if self._error is not None:
+            raise self._error
+        self._frames.put(rgb)
+
+    @property
+    def size(self) -> tuple[int, int]:
+        return (self._vout.width, self._vout.height) if self._vout is not None else (0, 0)
+
+    def _open_streams(self, height: int, width: int):
+        """The output's streams, made when the first painted frame gives the size (a phone's rotation applied)."""
+        vout = self._out.add_stream("libx264", rate=self._rate)
+        vout.width, vout.height = width - width % 2, height - height % 2  # yuv420p needs even sides
+        vout.pix_fmt = "yuv420p"
+        vout.options = {"crf": "18", "preset": "medium"}
+        if self._ain is not None:
+            self._aout = self._out.add_stream_from_template(self._ain)
+        return vout
+
+    def close(self) -> None:
+        self._frames.put(None)
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+
+    def _run(self) -> None:
+        import av
+
+        try:
+            while (rgb := self._frames.get()) is not None:
+                if self._vout is None:
+                    self._vout = self._open_streams(*rgb.shape[:2])
+                vout = self._vout
+                h, w = vout.height, vout.width
+                frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(rgb[:h, :w]), format="rgb24")
+                for packet in vout.encode(frame):
+                    self._mux_sound_until(packet)
+                    self._out.mux(packet)
+            if self._vout is None:
+                return
+            for packet in self._vout.encode():
+                self._mux_sound_until(packet)
+                self._out.mux(packet)
+            self._mux_sound_until(None)
+        except BaseException as exc:
+            self._error = exc
+            while self._frames.get() is not None:  # drain, so the painting side never blocks on a dead writer
+                pass
+
+    def _mux_sound_until(self, packet) -> None:
+        """Mux the sound's packets up to ``packet``'s time (all that are left when None)."""
+        if self._aout is None:
+            return
+        limit = None if packet is None or packet.dts is None else float(packet.dts * packet.time_base)
+        while True:
+            sound = self._pending_sound or next(self._sound, None)
+            self._pending_sound = None
+            if sound is None:
+                return
+            if sound.dts is None:  # the demuxer's flush packet
+                continue
+            if limit is not None and float(sound.dts * sound.time_base) > limit:
+                self._pending_sound = sound
+                return
+            sound.stream = self._aout
+            self._out.mux(sound)

@@ -70,7 +70,7 @@ def test_convert_folder_reports_and_skips_a_corrupt_file(prepared_store, tmp_pat
     assert proc.returncode == 1
     assert (dst / "a.png").is_file() and (dst / "sub" / "b.png").is_file()
     assert not (dst / "broken.png").exists()
-    assert "2 of 3 pictures painted" in proc.stderr
+    assert "2 of 3 files painted" in proc.stderr
     assert "broken.jpg" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert Image.open(dst / "a.png").size == (256, 256)
