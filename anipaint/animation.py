@@ -23,13 +23,21 @@ ANIMATED_FORMATS = {"GIF": ".gif", "WEBP": ".webp", "PNG": ".png"}  # PNG: APNG
 PALETTE_SAMPLES = 8  # frames the shared GIF palette is made from
 
 
-def is_animated(path: Path) -> bool:
-    """Whether ``path`` is a picture with more than one frame (False for anything Pillow cannot open)."""
+def is_animated(src: Path | bytes) -> bool:
+    """Whether ``src`` (a file or an upload's bytes) is a picture with more than one frame (False for anything
+    Pillow cannot open)."""
+    return frame_count(src) > 1
+
+
+def frame_count(src: Path | bytes) -> int:
+    """How many frames an animated picture has (1 for a still, 0 for anything Pillow cannot open)."""
+    import io
+
     try:
-        with Image.open(path) as img:
-            return img.format in ANIMATED_FORMATS and getattr(img, "n_frames", 1) > 1
+        with Image.open(io.BytesIO(src) if isinstance(src, bytes) else src) as img:
+            return getattr(img, "n_frames", 1) if img.format in ANIMATED_FORMATS else 1
     except (OSError, ValueError, Image.DecompressionBombError):
-        return False
+        return 0
 
 
 def paint_animation(

@@ -27,6 +27,7 @@ from anipaint.temporal import Motion, MotionEstimator, Steadier
 AHEAD = 8  # frames decoded and measured ahead of the painting
 BATCH = 4  # frames per engine call when batching pays
 BATCH_MAX_PIXELS = 1024 * 1024  # larger frames are painted one by one (they may be tiled or streamed)
+STILLS_ONLY = "portrait mode and a background style paint pictures, not videos"
 _END = object()
 
 
@@ -44,7 +45,7 @@ def frame_options(asked: PaintOptions | None, painter: Painter) -> PaintOptions:
 
     asked = asked or PaintOptions()
     if asked.portrait or asked.background:
-        raise OptionError("portrait mode and a background style paint pictures, not videos")
+        raise OptionError(STILLS_ONLY)
     return replace(asked.settled(painter.settings), faces=asked.faces is True, temporal=asked.temporal is not False)
 
 

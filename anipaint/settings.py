@@ -96,6 +96,11 @@ class Settings:
     result_ttl: float = 3600.0
     max_upload_bytes: int = 20 * 1024 * 1024
     max_pixels: int = 40_000_000
+    # Video jobs (/api/jobs): the upload, its length and its frames' size before the cap. Celery keeps an upload in
+    # Redis until a worker takes it, so Redis needs about queue_size × video_max_bytes of memory to spare.
+    video_max_bytes: int = 64 * 1024 * 1024
+    video_max_seconds: float = 60.0
+    video_max_pixels: int = 3840 * 2160
     data_dir: Path | None = None  # job results; default <home>/jobs
     broker_url: str = ""  # empty: embedded queue in this process; redis://... : Celery workers
     redelivery_timeout: int = 900  # seconds before a job held by a vanished worker is handed to another

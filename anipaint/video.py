@@ -24,10 +24,23 @@ from anipaint.frames import AHEAD, frame_options, paint_frames
 from anipaint.options import PaintOptions
 
 VIDEO_SUFFIXES = {".mp4", ".mov", ".mkv", ".webm", ".avi", ".m4v"}
+# What an upload's first bytes say it is: ISO base media (MP4, MOV, M4V) has a box type at offset 4, Matroska
+# (WebM, MKV) starts with the EBML magic.
+_BOX_TYPES = (b"ftyp", b"moov", b"mdat", b"wide", b"free", b"skip")
+_EBML = b"\x1a\x45\xdf\xa3"
 
 
 def is_video(path: Path) -> bool:
     return Path(path).suffix.lower() in VIDEO_SUFFIXES
+
+
+def looks_like_video(data: bytes) -> str | None:
+    """The container an upload's first bytes announce ("mp4" for MP4/MOV, "webm" for WebM/MKV), or None."""
+    if len(data) >= 12 and data[4:8] in _BOX_TYPES:
+        return "mp4"
+    if data[:4] == _EBML:
+        return "webm"
+    return None
 
 
 @dataclass(frozen=True)
@@ -42,14 +55,18 @@ class VideoFacts:
     has_audio: bool
 
 
-def probe_video(src: Path) -> VideoFacts:
-    """The clip's size, length and streams, or ImageError when it is not a video FFmpeg can read."""
+def probe_video(src: Path | bytes) -> VideoFacts:
+    """The clip's size, length and streams (from a file or an upload's bytes), or ImageError when it is not a video
+    FFmpeg can read."""
+    import io
+
     import av
 
+    name = "the video" if isinstance(src, bytes) else str(src)
     try:
-        with av.open(str(src)) as container:
+        with av.open(io.BytesIO(src) if isinstance(src, bytes) else str(src)) as container:
             if not container.streams.video:
-                raise ImageError(f"{src}: has no video stream")
+                raise ImageError(f"{name}: has no video stream")
             vin = container.streams.video[0]
             rate = vin.average_rate or Fraction(25, 1)
             seconds = float(container.duration / 1e6) if container.duration else 0.0
@@ -58,8 +75,8 @@ def probe_video(src: Path) -> VideoFacts:
             frames = vin.frames or round(seconds * float(rate))
             return VideoFacts(vin.codec_context.width, vin.codec_context.height, frames, seconds, float(rate),
                               bool(container.streams.audio))
-    except (av.FFmpegError, OSError) as exc:
-        raise ImageError(f"{src}: not a video we can read ({exc})") from None
+    except (av.FFmpegError, OSError, ValueError) as exc:
+        raise ImageError(f"{name}: not a video we can read ({exc})") from None
 
 
 def paint_video(

@@ -94,6 +94,25 @@ def test_jobs_are_painted_by_the_workers(cluster):
     assert sum(done_by) == 4 and all(n >= 1 for n in done_by), done_by  # the work was shared out
 
 
+def test_a_video_job_is_painted_by_a_worker_with_its_sound(cluster, tmp_path):
+    """The upload waits in Redis, a worker paints it, and the MP4 comes back through Redis with the sound."""
+    av = pytest.importorskip("av")
+    server, _ = cluster
+    clip = GROUP_PHOTO.parent / "realshort.mp4"
+    res = server.client.post("/api/jobs", files={"image": ("clip.mp4", clip.read_bytes(), "video/mp4")},
+                             data={"max_side": "160"})
+    assert res.status_code == 202, res.text
+    info = server.wait_job(res.json()["id"], timeout=300)
+    assert info["status"] == "done" and info["media_type"] == "video/mp4" and info["frames"] == 36, info
+    got = server.client.get(f"/api/jobs/{info['id']}/result")
+    assert got.status_code == 200 and got.headers["content-type"] == "video/mp4"
+    out = tmp_path / "painted.mp4"
+    out.write_bytes(got.content)
+    with av.open(str(out)) as b:
+        assert len(b.streams.audio) == 1
+        assert sum(1 for _ in b.decode(video=0)) == 36
+
+
 def test_predict_and_failures_travel_through_redis(cluster):
     server, _ = cluster
     res = server.client.post("/predict", files={"image": ("p.jpg", resized_photo(300), "image/jpeg")})

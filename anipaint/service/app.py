@@ -66,6 +66,7 @@ def create_app(settings: Settings | None = None, queue: JobQueue | None = None, 
         BodyLimit,
         max_body=s.max_upload_bytes + FORM_SLACK,
         upload_limit=s.max_upload_bytes,
+        larger={"/api/jobs": max(s.max_upload_bytes, s.video_max_bytes)},  # videos go there
         on_reject=lambda: metrics.reject("too_large"),
     )
     app.add_middleware(UploadGate, settings=s, queue=job_queue, metrics=metrics)

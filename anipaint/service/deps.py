@@ -3,6 +3,7 @@ API key, and a validated paint request (uploads size-checked, headers probed, th
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 from dataclasses import replace
 from pathlib import Path
@@ -15,13 +16,15 @@ from pydantic_core import PydanticCustomError
 from anipaint import imaging, scratch, store
 from anipaint.engine import tiling
 from anipaint.errors import ImageError, ImageTooLargeError, LicenceError, OptionError, StyleError
+from anipaint.frames import STILLS_ONLY
 from anipaint.networks.architectures import get_architecture
 from anipaint.options import FULL_RESOLUTION, MAX_SIDE_RANGE, Option, PaintOptions, options
 from anipaint.painter import check_background
 from anipaint.registry import ALIASES, Style, all_styles
+from anipaint.service import clips
 from anipaint.service.jobs import JobInfo, JobQueue, JobRequest, QueueFullError, UnknownJobError
 from anipaint.service.metrics import ServiceMetrics
-from anipaint.service.uploads import read_upload
+from anipaint.service.uploads import read_upload, too_large_message
 from anipaint.settings import Settings
 
 
@@ -88,21 +91,50 @@ def _form_field(option: Option) -> inspect.Parameter:
 
 async def paint_request(s: SettingsDep, image: ImagePart, **form: object) -> JobRequest:
     """The upload checked (size, header, pixels) and the paint options settled: styles resolved, the size cap
-    decided, full resolution admitted or refused."""
+    decided, full resolution admitted or refused. A picture only (a clip goes through /api/jobs)."""
+    return await _request(s, image, form, clips_allowed=False)
+
+
+async def job_request(s: SettingsDep, image: ImagePart, **form: object) -> JobRequest:
+    """As :func:`paint_request`, and a video or animated picture within the video limits too."""
+    return await _request(s, image, form, clips_allowed=True)
+
+
+async def _request(s: Settings, image: UploadFile, form: dict, *, clips_allowed: bool) -> JobRequest:
     defaults = {option.name: option.default for option in options()}
     try:
-        asked = PaintOptions(**{k: v for k, v in form.items() if v is not None or defaults[k] is None}).settled(s)
+        asked = PaintOptions(**{k: v for k, v in form.items() if v is not None or defaults[k] is None})
+        settled = asked.settled(s)
     except OptionError as exc:
         raise HTTPException(422, str(exc)) from None
-    chosen = resolve_style(asked.style, s)
-    asked = replace(
-        asked, style=chosen.id,
-        face_style=resolve_style(asked.face_style, s).id if asked.face_style else None,
-        background=resolve_style(asked.background, s, background=True).id if asked.background else None,
+    chosen = resolve_style(settled.style, s)
+    settled = replace(
+        settled, style=chosen.id,
+        face_style=resolve_style(settled.face_style, s).id if settled.face_style else None,
+        background=resolve_style(settled.background, s, background=True).id if settled.background else None,
     )
-    data = await read_upload(image, s.max_upload_bytes)
+    data = await read_upload(image, max(s.max_upload_bytes, s.video_max_bytes) if clips_allowed else s.max_upload_bytes)
     if not data:
         raise HTTPException(415, EMPTY_UPLOAD)
+    name = Path(image.filename or "image").stem[:80] or "image"
+    kind = clips.clip_of(data)
+    if kind is not None:
+        if not clips_allowed:
+            raise HTTPException(415, f"a {'video' if kind == 'video' else 'moving picture'} is painted as a job: "
+                                     "POST it to /api/jobs")
+        # A clip paints faces only when asked for: a face pass per frame costs time and can flicker.
+        settled = replace(settled, faces=asked.faces is True)
+        if settled.portrait or settled.background:
+            raise HTTPException(422, STILLS_ONLY)
+        try:
+            await asyncio.to_thread(clips.check_clip, data, s)
+        except ImageTooLargeError as exc:
+            raise HTTPException(413, str(exc)) from None
+        except ImageError as exc:
+            raise HTTPException(415, str(exc)) from None
+        return JobRequest(data=data, options=settled, name=name)
+    if len(data) > s.max_upload_bytes:
+        raise HTTPException(413, too_large_message(s.max_upload_bytes))
     try:
         width, height, _ = imaging.probe_image(data)
         imaging.check_limits(width, height, s.max_pixels)
@@ -110,17 +142,17 @@ async def paint_request(s: SettingsDep, image: ImagePart, **form: object) -> Job
         raise HTTPException(413, str(exc)) from None
     except ImageError as exc:
         raise HTTPException(415, str(exc)) from None
-    if asked.max_side is None:
+    if settled.max_side is None:
         check_full_resolution(s, chosen, width, height)
-    name = Path(image.filename or "image").stem[:80] or "image"
-    return JobRequest(data=data, options=asked, name=name)
+    return JobRequest(data=data, options=settled, name=name)
 
 
 # FastAPI reads the form's fields from the signature, so they are generated from the options' definition.
-paint_request.__signature__ = inspect.signature(paint_request).replace(  # type: ignore[attr-defined]
-    parameters=[*list(inspect.signature(paint_request).parameters.values())[:2],
-                *(_form_field(option) for option in options())]
-)
+for _dependency in (paint_request, job_request):
+    _dependency.__signature__ = inspect.signature(_dependency).replace(  # type: ignore[attr-defined]
+        parameters=[*list(inspect.signature(_dependency).parameters.values())[:2],
+                    *(_form_field(option) for option in options())]
+    )
 
 
 def resolve_style(name: str | None, s: Settings, *, background: bool = False) -> Style:
@@ -193,6 +225,7 @@ def check_full_resolution(s: Settings, style: Style, width: int, height: int) ->
 
 
 PaintRequestDep = Annotated[JobRequest, Depends(paint_request)]
+JobRequestDep = Annotated[JobRequest, Depends(job_request)]
 
 
 def submit(jobs: JobQueue, request: JobRequest, who: str | None) -> JobInfo:

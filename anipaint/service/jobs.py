@@ -27,12 +27,13 @@ from typing import Literal, Protocol
 
 from anipaint.errors import ImageError, ScratchSpaceError, StyleError
 from anipaint.options import PaintOptions
+from anipaint.service import clips
 from anipaint.settings import Settings
 
 log = logging.getLogger("anipaint.service")
 
 JobState = Literal["queued", "running", "done", "failed"]
-Progress = Callable[[str, float], None]
+Progress = Callable[..., None]  # (stage, fraction, frame=(done, total) for a clip)
 JOB_ID = re.compile(r"^[A-Za-z0-9_-]{24}$")
 INTERRUPTED = "interrupted by a restart"
 NO_ROOM = "the server has no room left to store pictures; try again later"
@@ -86,11 +87,21 @@ class JobInfo:
     started: float | None = None
     finished: float | None = None
     owner: str | None = None  # the API key's id that made the job, when keys are required
+    frame: int | None = None  # a clip: frames painted so far
+    frames: int | None = None  # a clip: its frames (0 when the container does not say)
+    media_type: str | None = None  # once done: the result's type (image/png, video/mp4, image/gif, image/webp)
 
     def public(self) -> dict:
         keys = ("id", "status", "stage", "progress", "position", "error", "error_kind", "style", "width", "height",
-                "faces_found", "engine")
-        return {k: getattr(self, k) for k in keys}
+                "faces_found", "engine", "frame", "frames", "media_type")
+        return {**{k: getattr(self, k) for k in keys}, "eta_seconds": self.eta_seconds()}
+
+    def eta_seconds(self, now: float | None = None) -> float | None:
+        """While running, the seconds left at the pace so far (None until there is a pace to go by)."""
+        if self.status != "running" or self.started is None or self.progress < 0.05:
+            return None
+        elapsed = (time.time() if now is None else now) - self.started
+        return round(elapsed * (1 - self.progress) / self.progress, 1)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -135,11 +146,13 @@ class JobInterrupted(Exception):
 
 @dataclass(frozen=True)
 class PaintOutput:
-    png: bytes
+    png: bytes  # the result: a PNG, or for a clip its MP4 or animated picture
     width: int
     height: int
     faces_found: int = 0
     engine: str | None = None
+    media_type: str = "image/png"
+    frames: int = 0  # a clip's painted frames
 
 
 Runner = Callable[[JobRequest, Progress], PaintOutput]
@@ -193,16 +206,19 @@ def started(info: JobInfo) -> JobInfo:
     return replace(info, status="running", stage="starting", position=0, started=time.time())
 
 
-def advanced(info: JobInfo, stage: str, fraction: float) -> JobInfo:
-    """Progress moves forward only, and reaches 1.0 only when the picture is stored."""
+def advanced(info: JobInfo, stage: str, fraction: float, frame: tuple[int, int] | None = None) -> JobInfo:
+    """Progress moves forward only, and reaches 1.0 only when the picture is stored. A clip also counts frames."""
     progress = round(min(0.99, max(info.progress, float(fraction))), 3)
-    return replace(info, stage=stage, progress=progress)
+    if frame is None:
+        return replace(info, stage=stage, progress=progress)
+    return replace(info, stage=stage, progress=progress, frame=frame[0], frames=frame[1])
 
 
 def finished(info: JobInfo, out: PaintOutput) -> JobInfo:
     return replace(
         info, status="done", stage="done", progress=1.0, width=out.width, height=out.height,
-        faces_found=out.faces_found, engine=out.engine, finished=time.time(),
+        faces_found=out.faces_found, engine=out.engine, finished=time.time(), media_type=out.media_type,
+        frame=out.frames if out.frames else info.frame, frames=out.frames if out.frames else info.frames,
     )
 
 
@@ -279,11 +295,11 @@ def _paint(store: JobStore, info: JobInfo, runner: Runner, hooks: JobHooks) -> J
     if not store.update(info):
         return None
 
-    def progress(stage: str, fraction: float) -> None:
+    def progress(stage: str, fraction: float, frame: tuple[int, int] | None = None) -> None:
         nonlocal info
         if hooks.should_stop():
             raise JobInterrupted(info.id)
-        before, info = info, advanced(info, stage, fraction)
+        before, info = info, advanced(info, stage, fraction, frame)
         if before.stage != stage:
             hooks.stage_changed(before, info)
         if not store.update(info):
@@ -330,6 +346,9 @@ def paint_runner(settings: Settings) -> Runner:
                 progress(stage, fraction)
 
         painter = get_painter(request.style, settings)
+        if clips.clip_of(request.data):
+            with painting():
+                return _paint_clip(painter, request, progress, settings)
         with painting():  # the background preparation pauses while the server paints
             result = painter.paint_result(request.data, request.options, progress=relay)
         img = result.image
@@ -337,3 +356,15 @@ def paint_runner(settings: Settings) -> Runner:
         return PaintOutput(imaging.encode_png(img), img.width, img.height, result.faces_found or 0, result.engine)
 
     return run
+
+
+def _paint_clip(painter, request: JobRequest, progress: Progress, settings: Settings) -> PaintOutput:
+    """A video or animated picture: progress counts frames, the result is the clip."""
+
+    def on_frame(done: int, total: int) -> None:
+        share = done / total if total else 0.5 * (1 - 1 / (1 + done / 25))  # no count: creep towards half
+        progress("paint", 0.02 + 0.95 * min(1.0, share), (done, total))
+
+    progress("decode", 0.01, (0, 0))
+    out = clips.paint_clip(painter, request.data, request.options, settings, on_frame)
+    return PaintOutput(out.data, out.width, out.height, 0, painter.engine.backend_name, out.media_type, out.frames)

@@ -34,6 +34,11 @@ class JobOut(BaseModel):
     height: int | None = None
     faces_found: int | None = Field(None, ge=0, description="Once done: faces restyled (0 when none was found).")
     engine: str | None = Field(None, description="Once done: " + ENGINE)
+    frame: int | None = Field(None, ge=0, description="A video or animated picture: frames painted so far.")
+    frames: int | None = Field(None, ge=0, description="A video or animated picture: its frames (0: not known).")
+    eta_seconds: float | None = Field(None, ge=0, description="While running: seconds left at the pace so far.")
+    media_type: str | None = Field(None, description="Once done: the result's type (image/png, video/mp4, "
+                                   "image/gif or image/webp).")
 
 
 class StyleOut(BaseModel):
@@ -117,6 +122,12 @@ def responses(*statuses: int) -> dict[int | str, dict]:
             entry["headers"] = {"Retry-After": {"schema": {"type": "integer"}, "description": "Seconds to wait"}}
         out[status] = entry
     return out
+
+
+def result_response() -> dict[int | str, dict]:
+    binary = {"schema": {"type": "string", "format": "binary"}}
+    return {200: {"content": {t: binary for t in ("image/png", "video/mp4", "image/gif", "image/webp")},
+                  "description": "The painted picture, video or animated picture"}}
 
 
 def png_response(description: str = "PNG") -> dict[int | str, dict]:

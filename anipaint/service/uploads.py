@@ -28,21 +28,25 @@ class BodyLimit:
     """
 
     def __init__(
-        self, app: ASGIApp, max_body: int, upload_limit: int, on_reject: Callable[[], None] | None = None
+        self, app: ASGIApp, max_body: int, upload_limit: int, on_reject: Callable[[], None] | None = None,
+        larger: dict[str, int] | None = None,
     ) -> None:
         self.app = app
         self.max_body = max_body
         self.upload_limit = upload_limit
         self.on_reject = on_reject or (lambda: None)
+        self.larger = larger or {}  # exact path → its upload limit, where it is above upload_limit
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] not in ("POST", "PUT", "PATCH"):
             await self.app(scope, receive, send)
             return
+        upload_limit = self.larger.get(scope.get("path", ""), self.upload_limit)
+        max_body = self.max_body - self.upload_limit + upload_limit
         declared = dict(scope.get("headers") or []).get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.max_body:
+        if declared is not None and declared.isdigit() and int(declared) > max_body:
             self.on_reject()
-            await self._refuse(send)
+            await self._refuse(send, upload_limit)
             return
         received = 0
 
@@ -51,14 +55,14 @@ class BodyLimit:
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
-                if received > self.max_body:  # counted by the app's error handler
-                    raise HTTPException(413, too_large_message(self.upload_limit))
+                if received > max_body:  # counted by the app's error handler
+                    raise HTTPException(413, too_large_message(upload_limit))
             return message
 
         await self.app(scope, limited, send)
 
-    async def _refuse(self, send: Send) -> None:
-        body = json.dumps({"detail": too_large_message(self.upload_limit)}, separators=(",", ":")).encode()
+    async def _refuse(self, send: Send, upload_limit: int) -> None:
+        body = json.dumps({"detail": too_large_message(upload_limit)}, separators=(",", ":")).encode()
         headers = [
             (b"content-type", b"application/json"),
             (b"content-length", str(len(body)).encode()),

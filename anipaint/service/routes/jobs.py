@@ -1,4 +1,4 @@
-"""``/api/jobs``: queue a photo, follow its progress, fetch or delete its picture."""
+"""``/api/jobs``: queue a photo or a clip, follow its progress, fetch or delete its result."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from urllib.parse import quote
 from fastapi import APIRouter, HTTPException
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from anipaint.service.deps import NOT_FOUND, OwnerDep, PaintRequestDep, QueueDep, lookup, submit
+from anipaint.service.deps import NOT_FOUND, JobRequestDep, OwnerDep, QueueDep, lookup, submit
 from anipaint.service.jobs import JobNotDoneError, UnknownJobError
-from anipaint.service.models import DeletedOut, JobOut, png_response, responses
+from anipaint.service.models import DeletedOut, JobOut, responses, result_response
 
 router = APIRouter(prefix="/api/jobs", tags=["jobs"])
 
@@ -44,10 +44,13 @@ QUEUED = {
     "",
     status_code=202,
     response_model=JobOut,
-    summary="Queue a photo",
+    summary="Queue a photo, a video or an animated picture",
     responses={**QUEUED, **responses(400, 401, 403, 408, 413, 415, 422, 429, 503, 507)},
 )
-async def create_job(job: PaintRequestDep, jobs: QueueDep, who: OwnerDep) -> JSONResponse:
+async def create_job(job: JobRequestDep, jobs: QueueDep, who: OwnerDep) -> JSONResponse:
+    """A photo, or a video (MP4, MOV, WebM) or animated picture (GIF, WebP, APNG) within the video limits (413
+    names the limit). A clip's progress counts frames; its result is an MP4 with the sound, or the animated
+    picture in its own format."""
     info = await asyncio.to_thread(submit, jobs, job, who)  # the picture is written to the store
     return JSONResponse(info.public(), 202, headers={"Location": f"/api/jobs/{info.id}"})
 
@@ -59,12 +62,12 @@ async def job_status(job_id: str, jobs: QueueDep, who: OwnerDep) -> dict:
 
 @router.get(
     "/{job_id}/result",
-    summary="A finished job's PNG",
+    summary="A finished job's picture (PNG), video (MP4) or animated picture",
     response_class=StreamingResponse,
-    responses={**png_response(), **responses(401, 404, 409, 429)},
+    responses={**result_response(), **responses(401, 404, 409, 429)},
 )
 async def job_result(job_id: str, jobs: QueueDep, who: OwnerDep) -> StreamingResponse:
-    lookup(jobs, job_id, who)
+    info = lookup(jobs, job_id, who)
     try:
         fh = open(jobs.result_path(job_id), "rb")  # noqa: SIM115 - closed by the stream
     except (UnknownJobError, FileNotFoundError):
@@ -79,7 +82,7 @@ async def job_result(job_id: str, jobs: QueueDep, who: OwnerDep) -> StreamingRes
 
     return StreamingResponse(
         chunks(),
-        media_type="image/png",
+        media_type=info.media_type or "image/png",
         headers={"Content-Length": str(size), "Cache-Control": "private, max-age=60"},
     )
 

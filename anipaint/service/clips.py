@@ -1,0 +1,97 @@
+"""Video and animated-picture jobs: what the upload is, whether it is within this server's limits, and painting it.
+
+A clip is an MP4/MOV/WebM video or an animated GIF/WebP/APNG. It goes through ``/api/jobs`` only (a clip takes
+longer than ``/predict`` should wait), painted by the library's :func:`~anipaint.video.paint_video` or
+:func:`~anipaint.animation.paint_animation` with the same options as a picture, steady along the motion unless
+``temporal`` is off. The result is an MP4 with the sound, or the animated picture in its own format.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from anipaint import animation, imaging, video
+from anipaint.errors import ImageTooLargeError
+from anipaint.options import PaintOptions
+from anipaint.service.uploads import megabytes
+from anipaint.settings import Settings
+
+ClipKind = Literal["video", "animation"]
+FrameProgress = Callable[[int, int], None]
+_ANIMATED_TYPES = {"GIF": ("image/gif", ".gif"), "WEBP": ("image/webp", ".webp"), "PNG": ("image/png", ".png")}
+
+
+@dataclass(frozen=True)
+class Clip:
+    kind: ClipKind
+    frames: int  # as the container says (0: it does not)
+    suffix: str  # the input's file suffix, for the decoder
+
+
+@dataclass(frozen=True)
+class PaintedClip:
+    data: bytes
+    media_type: str
+    width: int
+    height: int
+    frames: int
+
+
+def clip_of(data: bytes) -> ClipKind | None:
+    """What an upload is, by its bytes: "video", "animation", or None for a still picture (or anything else)."""
+    if video.looks_like_video(data):
+        return "video"
+    return "animation" if animation.is_animated(data) else None
+
+
+def check_clip(data: bytes, s: Settings) -> Clip:
+    """The clip's facts, or ImageTooLargeError naming the limit it is over (the API's 413), or ImageError."""
+    if len(data) > s.video_max_bytes:
+        raise ImageTooLargeError(f"the video is larger than the {megabytes(s.video_max_bytes)} limit for videos")
+    if clip_of(data) == "animation":
+        frames = animation.frame_count(data)
+        width, height, _ = imaging.probe_image(data)
+        try:
+            imaging.check_limits(width, height * frames, s.max_pixels)
+        except ImageTooLargeError:
+            raise ImageTooLargeError(f"the animation's {frames} frames of {width}×{height} are more than the "
+                                     f"{s.max_pixels / 1e6:.0f} MP limit for all frames together") from None
+        return Clip("animation", frames, ".anim")
+    facts = video.probe_video(data)
+    if facts.seconds > s.video_max_seconds:
+        raise ImageTooLargeError(f"the video is {facts.seconds:.1f} s long; the limit here is "
+                                 f"{s.video_max_seconds:g} s")
+    if facts.width * facts.height > s.video_max_pixels:
+        raise ImageTooLargeError(f"the video's frames are {facts.width}×{facts.height}; the limit here is "
+                                 f"{s.video_max_pixels / 1e6:.1f} MP a frame")
+    return Clip("video", facts.frames, ".mp4" if video.looks_like_video(data) == "mp4" else ".webm")
+
+
+def paint_clip(painter, data: bytes, options: PaintOptions, s: Settings, on_frame: FrameProgress) -> PaintedClip:
+    """Paint a clip upload (see :func:`check_clip`) in a temporary folder of the scratch space."""
+    from anipaint import scratch
+
+    clip = check_clip(data, s)
+    folder = scratch.location(s)
+    folder.mkdir(parents=True, exist_ok=True)
+    # Named like the streaming code's files, so that a crash's leftovers are swept at the next start.
+    with tempfile.TemporaryDirectory(prefix=f"anipaint-stream-{os.getpid()}-clip-", dir=folder) as tmp:
+        src = Path(tmp) / f"input{clip.suffix}"
+        src.write_bytes(data)
+        if clip.kind == "video":
+            dst = Path(tmp) / "painted.mp4"
+            facts = video.paint_video(painter, src, dst, options, on_frame=on_frame)
+            media_type = "video/mp4"
+        else:
+            import PIL.Image
+
+            with PIL.Image.open(src) as img:
+                media_type, suffix = _ANIMATED_TYPES.get(img.format or "", _ANIMATED_TYPES["GIF"])
+            dst = Path(tmp) / f"painted{suffix}"
+            facts = animation.paint_animation(painter, src, dst, options, on_frame=on_frame)
+        return PaintedClip(dst.read_bytes(), media_type, facts["width"], facts["height"], facts["frames"])
