@@ -6,6 +6,22 @@ cd "$(dirname "$0")/.."
 python=${PYTHON:-python3}
 if [ "${1:-}" = "--test" ]; then target='.[test]'; else target='.'; fi
 [ -x .venv/bin/python ] || "$python" -m venv .venv
+
+# The in-browser painter's runtime (onnxruntime-web, pinned in package-lock.json): installed from the npm registry
+# and only the files the page loads copied into the static folder, so the app (and the wheel) serve it themselves.
+# Stamped like the pip install below: a second run with the same lock file does nothing.
+vendor=anipaint/service/static/vendor/ort
+ort_files="ort.min.mjs ort-wasm-simd-threaded.jsep.mjs ort-wasm-simd-threaded.jsep.wasm"
+ort_stamp=node_modules/.anipaint-vendored
+ort_want="$(sha256sum package-lock.json | cut -d' ' -f1) $ort_files"
+if ! { [ -f "$ort_stamp" ] && grep -qxF "$ort_want" "$ort_stamp" && [ -f "$vendor/ort.min.mjs" ]; }; then
+  command -v npm >/dev/null || { echo "setup: npm (Node.js 18+) is needed for the in-browser painter's runtime" >&2; exit 1; }
+  npm ci --omit=dev --ignore-scripts --no-audit --no-fund --loglevel=error
+  rm -rf "$vendor" && mkdir -p "$vendor"
+  for f in $ort_files; do cp "node_modules/onnxruntime-web/dist/$f" "$vendor/"; done
+  echo "$ort_want" > "$ort_stamp"
+fi
+
 stamp=.venv/.anipaint-installed
 want="$target $(sha256sum pyproject.toml | cut -d' ' -f1)"
 if [ -f "$stamp" ] && grep -qxF "$want" "$stamp"; then exit 0; fi
