@@ -23,7 +23,7 @@ from anipaint.service.jobs import JobQueue, Runner
 from anipaint.service.local_queue import LocalJobQueue
 from anipaint.service.metrics import ServiceMetrics
 from anipaint.service.readiness import Readiness
-from anipaint.service.routes import jobs, ops, page, paint, preview, styles
+from anipaint.service.routes import device, jobs, ops, page, paint, preview, styles
 from anipaint.service.thumbnails import Thumbnails
 from anipaint.service.uploads import FORM_SLACK, BodyLimit
 from anipaint.settings import Settings, get_settings
@@ -84,7 +84,7 @@ def create_app(settings: Settings | None = None, queue: JobQueue | None = None, 
         )
     app.add_middleware(SecurityHeaders)
     errors.install(app)
-    for router in (paint.router, preview.router, jobs.router, styles.router, ops.router, page.router):
+    for router in (paint.router, preview.router, jobs.router, styles.router, device.router, ops.router, page.router):
         app.include_router(router)
     app.mount("/static", StaticFiles(directory=page.STATIC), name="static")
     app.mount("/docs-assets", StaticFiles(directory=page.docs_assets()), name="docs-assets")

@@ -23,8 +23,13 @@ from anipaint.settings import Settings
 
 PAGE_CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' blob: data:; connect-src 'self'; "
-    "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+    "worker-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 )
+# The scripts that run WebAssembly (the device painter's worker and ONNX Runtime Web's files, which run in that
+# worker and its threads) may compile it; a worker takes its policy from its own script's answer, so the page and
+# everything else keep plain 'self' scripts.
+WASM_SCRIPTS = ("/static/device-worker.js", "/static/vendor/ort/")
+WASM_CSP = PAGE_CSP.replace("script-src 'self'", "script-src 'self' 'wasm-unsafe-eval'")
 _INLINE_SCRIPT = re.compile(rb"<script>(.*?)</script>", re.S)
 PAINT_ROUTES = ("/predict", "/api/jobs")
 
@@ -40,8 +45,9 @@ async def answer(send: Send, status: int, detail: str, headers: dict[str, str] |
 
 
 class SecurityHeaders:
-    """nosniff, a Content-Security-Policy the page works under, no framing, no referrer. The Swagger page gets its
-    one inline script allowed by hash."""
+    """nosniff, a Content-Security-Policy the page works under, no framing, no referrer, cross-origin isolation
+    (COOP + COEP: WebAssembly threads need SharedArrayBuffer). The Swagger page gets its one inline script allowed
+    by hash; the WebAssembly scripts (:data:`WASM_SCRIPTS`) may compile WebAssembly."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -51,6 +57,7 @@ class SecurityHeaders:
             await self.app(scope, receive, send)
             return
         docs = scope["path"] == "/docs"
+        own = WASM_CSP if scope["path"].startswith(WASM_SCRIPTS) else PAGE_CSP
         start: Message | None = None
 
         async def with_headers(message: Message) -> None:
@@ -59,7 +66,7 @@ class SecurityHeaders:
                 start = message
                 if docs:  # wait for the body: the policy names the inline script's hash
                     return
-                message["headers"] = [*message.get("headers", []), *self._headers(PAGE_CSP)]
+                message["headers"] = [*message.get("headers", []), *self._headers(own)]
             elif docs and start is not None:
                 hashes = " ".join(
                     f"'sha256-{base64.b64encode(hashlib.sha256(m).digest()).decode()}'"
@@ -82,6 +89,8 @@ class SecurityHeaders:
             (b"content-security-policy", policy.encode()),
             (b"x-frame-options", b"DENY"),
             (b"referrer-policy", b"no-referrer"),
+            (b"cross-origin-opener-policy", b"same-origin"),
+            (b"cross-origin-embedder-policy", b"require-corp"),
         ]
 
 

@@ -1,0 +1,198 @@
+"""The ONNX files the page paints with in the browser (ONNX Runtime Web): one per style, dynamic H and W.
+
+Each device model is made from the style's ``onnxruntime`` build (:data:`.backends.BACKENDS`, float32, the file
+the server's ONNX Runtime backend runs), never exported a second time. Its weights are stored in float16 when
+that stays faithful (:func:`anipaint.quality.faithful`: ≥ 40 dB and almost no far-off pixels, 5 dB over the
+35 dB the browser must keep against the server) to the float32 file on the check photos, float32 otherwise.
+Only the *stored* weights are halved: each becomes a float16 initializer behind a ``Cast`` to float32, which
+ONNX Runtime folds when the session loads, so the browser computes in float32 (WebAssembly has no float16
+kernels) and the download is half the size.
+
+The file and a record of the decision (``device-<key>.onnx`` / ``.json``) sit in the style's engine folder
+under the same key as every other build (:func:`.builds.engine_key`): new weights, a new torch or ONNX Runtime
+make new ones. ``anipaint models prepare`` and the background preparation make them; :func:`read` only looks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from anipaint import store
+from anipaint.engine import builds
+from anipaint.networks.animeganv2 import MIN_SIZE, SIZE_MULTIPLE
+from anipaint.networks.architectures import get_architecture
+from anipaint.registry import Style
+from anipaint.settings import Settings
+
+DEVICE_VERSION = 1  # bump when the recipe below changes
+NAME = "device"
+MIN_CELLS = 3  # the exported graphs take H and W of at least this many size multiples (graph_compile.MIN_MULTIPLES)
+_keys: dict[tuple[str, int, int], str] = {}
+
+
+@dataclass(frozen=True)
+class DeviceModel:
+    """What the browser needs to fetch, check and feed a style's device model."""
+
+    style: str
+    file: str  # the file's name in the style's engine folder
+    sha256: str
+    bytes: int
+    weights: str  # "float16" or "float32"
+    psnr_fp16: float | None  # float16 weights against the float32 file, worst check photo (100: identical)
+    multiple: int  # H and W are padded (reflected, bottom/right) to a multiple of this
+    min_cells: int  # ...and to at least this many multiples
+    min_side: int  # smaller pictures are edge-padded to this first, as the server's engine does
+    version: int = DEVICE_VERSION
+
+
+def unsupported(style: Style) -> str | None:
+    """Why a style cannot paint on the device, or None when it can (once its model is made)."""
+    if style.paints_faces_only:
+        return "a face model: it paints aligned face crops, which needs the server's face detector"
+    if "onnxruntime" not in get_architecture(style.architecture).backends:
+        return "its network has no ONNX export here (AnimeGAN v1 and the PyTorch port's files)"
+    return None
+
+
+def _key(artefact: Path) -> str:
+    """The build key of an artefact, remembered per file version (it hashes the weights)."""
+    stat = artefact.stat()
+    marker = (str(artefact), stat.st_mtime_ns, stat.st_size)
+    if marker not in _keys:
+        _keys[marker] = builds.engine_key(artefact)
+    return _keys[marker]
+
+
+def _record_path(style: Style, settings: Settings, key: str) -> Path:
+    return builds.build_file(NAME, f"-v{DEVICE_VERSION}.json", style, settings, key)
+
+
+def read(style: Style, settings: Settings) -> DeviceModel | None:
+    """The style's device model if it has been made for its current weights (and the file is still there)."""
+    artefact = store.artefact_path(style, settings)
+    if unsupported(style) or not artefact.is_file():
+        return None
+    try:
+        model = DeviceModel(**json.loads(_record_path(style, settings, _key(artefact)).read_text()))
+    except (OSError, ValueError, TypeError):
+        return None
+    return model if (builds.cache_dir(style, settings) / model.file).is_file() else None
+
+
+def path_of(model: DeviceModel, style: Style, settings: Settings) -> Path:
+    return builds.cache_dir(style, settings) / model.file
+
+
+def ensure(style: Style, settings: Settings) -> DeviceModel:
+    """The style's device model, made now if missing (the style must be converted). Reuses the ``onnxruntime``
+    build, building it first where it is missing (tens of seconds)."""
+    reason = unsupported(style)
+    if reason:
+        raise ValueError(f"{style.id} cannot paint on the device: {reason}")
+    found = read(style, settings)
+    if found is not None:
+        return found
+    from anipaint.engine import backends, load_network
+
+    artefact = store.artefact_path(style, settings)
+    key = _key(artefact)
+    network = load_network(style, artefact)
+    kind = backends.BACKENDS["onnxruntime"]
+    fp32 = builds.ensure_built(kind.name, backends.build_path(kind.name, style, settings, key),
+                               kind.recipe(style, artefact, settings, network))
+    from_weights = get_architecture(style.architecture).builds_from == "weights"
+    multiple = SIZE_MULTIPLE if from_weights else int(network.size_multiple)
+    min_cells = 1 if from_weights else MIN_CELLS
+    _check_dynamic(fp32, style)
+    out = builds.build_file(NAME, ".onnx", style, settings, key)
+    half = _half_weights(fp32)
+    worst = _worst_psnr(fp32, half, settings, None if from_weights else multiple)
+    from anipaint.quality import faithful
+
+    data = half if worst is not None and faithful(*worst) else fp32.read_bytes()
+    _write(out, data)
+    model = DeviceModel(
+        style=style.id, file=out.name, sha256=hashlib.sha256(data).hexdigest(), bytes=len(data),
+        weights="float16" if data is half else "float32",
+        psnr_fp16=None if worst is None else round(min(worst[0], 100.0), 2),  # 100: identical (JSON has no inf)
+        multiple=multiple, min_cells=min_cells, min_side=MIN_SIZE,
+    )
+    _write(_record_path(style, settings, key), json.dumps(asdict(model), indent=1).encode())
+    return model
+
+
+def _write(path: Path, data: bytes) -> None:
+    """Whole or not at all: another process may be reading the folder."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}-", dir=path.parent)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, path)
+
+
+def _check_dynamic(path: Path, style: Style) -> None:
+    import onnx
+
+    dims = onnx.load(str(path), load_external_data=False).graph.input[0].type.tensor_type.shape.dim
+    if any(d.HasField("dim_value") for d in list(dims)[2:]):
+        raise ValueError(f"{style.id}: its ONNX export runs at one size only, so it cannot paint on the device")
+
+
+def _half_weights(path: Path) -> bytes:
+    """The ONNX file with every float32 weight tensor stored as float16 behind a Cast back to float32.
+
+    onnx's own helpers rather than onnxconverter-common's float16 converter: that one also moves the computation
+    to float16, which ONNX Runtime Web's WebAssembly kernels do not have. Small tensors (shapes, scales, biases
+    of a few values) stay float32: they cost nothing to download and some feed shape arithmetic."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    model = onnx.load(str(path))
+    graph = model.graph
+    casts = []
+    for init in graph.initializer:
+        if init.data_type != TensorProto.FLOAT or int(np.prod(init.dims)) < 64:
+            continue
+        name = init.name
+        half = numpy_helper.from_array(numpy_helper.to_array(init).astype(np.float16), f"{name}__fp16")
+        init.CopyFrom(half)
+        casts.append(helper.make_node("Cast", [half.name], [name], to=TensorProto.FLOAT, name=f"{name}__cast"))
+    nodes = casts + list(graph.node)
+    del graph.node[:]
+    graph.node.extend(nodes)
+    onnx.checker.check_model(model)
+    return model.SerializeToString()
+
+
+def _worst_psnr(fp32: Path, half: bytes, settings: Settings, multiple: int | None) -> tuple[float, float] | None:
+    """(PSNR, far-off share) of the float16-weight file against the float32 one on the worst check photo, both
+    in ONNX Runtime; None if the float16 file does not load."""
+    import onnxruntime as ort
+
+    from anipaint.engine.int8 import packaged_photos, photos
+    from anipaint.engine.runners import OrtBackend
+    from anipaint.engine.tensors import from_tensor
+    from anipaint.quality import far_share, psnr
+
+    want = OrtBackend(fp32, multiple)
+    try:
+        with tempfile.NamedTemporaryFile(suffix=".onnx") as tmp:
+            tmp.write(half)
+            tmp.flush()
+            got = OrtBackend(Path(tmp.name), multiple)
+    except ort.capi.onnxruntime_pybind11_state.Fail:
+        return None
+    worst: tuple[float, float] | None = None
+    for x in photos(settings, "check", side=256) + packaged_photos(256):
+        a, b = from_tensor(got(x)), from_tensor(want(x))
+        measured = (psnr(a, b), far_share(a, b))
+        worst = measured if worst is None or measured[0] < worst[0] else (worst[0], max(worst[1], measured[1]))
+    return worst

@@ -1,0 +1,179 @@
+// The device painter's Web Worker: fetches a style's ONNX file (checking its sha256), runs it with ONNX Runtime
+// Web (WebGPU where the browser has it, else WebAssembly with SIMD and threads) and does the server's pre- and
+// post-processing around it: EXIF orientation, the long-side cap (resize.js), the edge and reflect padding to
+// the network's size multiple, the [-1, 1] normalisation, the L*a*b* strength blend (blend.js), alpha kept.
+// Messages in: {id, model (a row of /api/device/styles), image (Blob or ImageBitmap), maxSide, strength, ep};
+// out: {id, progress} while it works, then {id, png, width, height, ep} or {id, error: {reason, message}}.
+
+import * as ort from "./vendor/ort/ort.min.mjs";
+import { mix, toLab } from "./blend.js";
+import { fitLongSide, resizeLanczos } from "./resize.js";
+
+ort.env.wasm.wasmPaths = new URL("./vendor/ort/", import.meta.url).href;
+// Threads need cross-origin isolation (SharedArrayBuffer); every core, as native ONNX Runtime uses them.
+ort.env.wasm.numThreads = self.crossOriginIsolated ? Math.min(8, navigator.hardwareConcurrency || 1) : 1;
+ort.env.wasm.simd = true;
+ort.env.logLevel = "error";
+
+const MODELS = "anipaint-models"; // the service worker's cache of model files (sw.js)
+const sessions = new Map(); // sha256 + execution provider → InferenceSession
+
+class Refused extends Error {
+  constructor(reason, message) { super(message); this.reason = reason; }
+}
+
+const hex = (buf) => [...new Uint8Array(buf)].map((b) => b.toString(16).padStart(2, "0")).join("");
+
+// The model's bytes, reporting {stage: "download", loaded, total}; refused unless its sha256 is the manifest's.
+async function download(model, progress) {
+  let res;
+  try { res = await fetch(model.url); } catch (_) {
+    throw new Refused("network", `the ${model.id} model could not be downloaded (offline, and not cached yet)`);
+  }
+  if (!res.ok) throw new Refused("network", `the ${model.id} model could not be downloaded (HTTP ${res.status})`);
+  const total = model.bytes || Number(res.headers.get("Content-Length")) || 0;
+  const reader = res.body.getReader();
+  const parts = [];
+  let loaded = 0;
+  progress({ stage: "download", loaded, total });
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    parts.push(value);
+    loaded += value.length;
+    progress({ stage: "download", loaded, total });
+  }
+  const bytes = new Uint8Array(loaded);
+  let at = 0;
+  for (const part of parts) { bytes.set(part, at); at += part.length; }
+  const got = hex(await crypto.subtle.digest("SHA-256", bytes));
+  if (got !== model.sha256) {
+    // Never use it, and never keep it: a reload fetches it again.
+    try { await (await caches.open(MODELS)).delete(model.url); } catch (_) { /* no cache here */ }
+    throw new Refused("checksum", `the ${model.id} model file failed its checksum (sha256 ${got.slice(0, 12)}…, `
+      + `expected ${model.sha256.slice(0, 12)}…): refused, nothing was painted`);
+  }
+  return bytes;
+}
+
+async function session(model, ep, progress) {
+  const wanted = ep || (self.navigator.gpu ? "webgpu" : "wasm");
+  for (const key of [`${model.sha256}|${wanted}`, `${model.sha256}|wasm`]) if (sessions.has(key)) return sessions.get(key);
+  const bytes = await download(model, progress);
+  progress({ stage: "starting", progress: 0 });
+  const order = wanted === "webgpu" ? ["webgpu", "wasm"] : ["wasm"];
+  let last;
+  for (const name of order) {
+    try {
+      if (name === "webgpu" && !(await self.navigator.gpu?.requestAdapter())) throw new Error("no WebGPU adapter");
+      const made = await ort.InferenceSession.create(bytes, {
+        executionProviders: [name], graphOptimizationLevel: "all",
+      });
+      const found = { session: made, ep: name };
+      sessions.set(`${model.sha256}|${name}`, found);
+      return found;
+    } catch (error) {
+      last = error; // WebGPU offered but unusable (no adapter, a missing kernel): WebAssembly next
+    }
+  }
+  throw new Refused("failed", `the ${model.id} model did not load here: ${last && last.message}`);
+}
+
+async function pixels(image) {
+  // Upright as the server turns it (EXIF orientation), colours as stored (the server ignores ICC profiles too).
+  const bitmap = image instanceof ImageBitmap ? image : await createImageBitmap(image, {
+    imageOrientation: "from-image", premultiplyAlpha: "none", colorSpaceConversion: "none",
+  }).catch(() => { throw new Refused("notImage", "this browser cannot read that picture"); });
+  const canvas = new OffscreenCanvas(bitmap.width, bitmap.height);
+  const ctx = canvas.getContext("2d", { willReadFrequently: true });
+  ctx.drawImage(bitmap, 0, 0);
+  const data = ctx.getImageData(0, 0, bitmap.width, bitmap.height).data;
+  return { data, w: bitmap.width, h: bitmap.height };
+}
+
+// RGBA → RGB and alpha bytes (alpha null when opaque, as the server drops it).
+function split(rgba) {
+  const n = rgba.length >> 2;
+  const rgb = new Uint8Array(n * 3), alpha = new Uint8Array(n);
+  let opaque = true;
+  for (let p = 0; p < n; p++) {
+    rgb[3 * p] = rgba[4 * p]; rgb[3 * p + 1] = rgba[4 * p + 1]; rgb[3 * p + 2] = rgba[4 * p + 2];
+    alpha[p] = rgba[4 * p + 3];
+    if (alpha[p] !== 255) opaque = false;
+  }
+  return { rgb, alpha: opaque ? null : alpha };
+}
+
+// anipaint/networks/padding.py alignment_padding: up to a multiple, at least `cells` of them.
+const target = (n, multiple, cells) => Math.max(Math.ceil(n / multiple) * multiple, cells * multiple);
+
+// RGB bytes h×w → NCHW float32 in [-1, 1] of size H×W: rows/columns past the picture reflected (pad_to_multiple's
+// "reflect") or repeated ("replicate", when a pad is as large as the picture, and for pictures edge-padded up to
+// the networks' minimum first, as the engine does).
+function tensor(rgb, w, h, W, H, reflect) {
+  const out = new Float32Array(3 * H * W);
+  const at = (i, n) => (i < n ? i : reflect ? 2 * (n - 1) - i : n - 1);
+  for (let y = 0; y < H; y++) {
+    const sy = at(y, h);
+    for (let x = 0; x < W; x++) {
+      const p = (sy * w + at(x, w)) * 3, q = y * W + x;
+      out[q] = rgb[p] / 127.5 - 1;
+      out[H * W + q] = rgb[p + 1] / 127.5 - 1;
+      out[2 * H * W + q] = rgb[p + 2] / 127.5 - 1;
+    }
+  }
+  return out;
+}
+
+async function paint({ model, image, maxSide, strength, ep }, progress) {
+  const { session: s, ep: used } = await session(model, ep, progress);
+  progress({ stage: "decode", progress: 0 });
+  const src = await pixels(image);
+  const [w, h] = fitLongSide(src.w, src.h, maxSide);
+  const { rgb: full, alpha: fullAlpha } = split(src.data);
+  const rgb = resizeLanczos(full, src.w, src.h, 3, w, h);
+  const alpha = fullAlpha && resizeLanczos(fullAlpha, src.w, src.h, 1, w, h);
+  // The engine edge-pads a picture under the networks' minimum first, then the network pads to its multiple.
+  const ew = Math.max(w, model.min_side), eh = Math.max(h, model.min_side);
+  const W = target(ew, model.multiple, model.min_cells), H = target(eh, model.multiple, model.min_cells);
+  const reflect = ew === w && eh === h && W - w < w && H - h < h;
+  progress({ stage: "paint", progress: 0 });
+  const input = new ort.Tensor("float32", tensor(rgb, w, h, W, H, reflect), [1, 3, H, W]);
+  const outputs = await s.run({ [s.inputNames[0]]: input });
+  const y = outputs[s.outputNames[0]];
+  const [oh, ow] = y.dims.slice(2);
+  const data = y.data;
+  progress({ stage: "encode", progress: 0.9 });
+  const rgba = new Uint8ClampedArray(w * h * 4);
+  for (let yy = 0; yy < h; yy++) {
+    for (let xx = 0; xx < w; xx++) {
+      const q = yy * ow + xx, p = (yy * w + xx) * 4;
+      for (let c = 0; c < 3; c++) {
+        const v = Math.min(1, Math.max(-1, data[c * oh * ow + q]));
+        rgba[p + c] = Math.round((v + 1) * 127.5);
+      }
+      rgba[p + 3] = 255;
+    }
+  }
+  if (strength < 1) {
+    const photo = new Uint8ClampedArray(w * h * 4);
+    for (let p = 0; p < w * h; p++) { photo.set(rgb.subarray(3 * p, 3 * p + 3), 4 * p); photo[4 * p + 3] = 255; }
+    mix(toLab(photo), toLab(rgba), strength, rgba);
+  }
+  if (alpha) for (let p = 0; p < w * h; p++) rgba[4 * p + 3] = alpha[p];
+  input.dispose?.();
+  y.dispose?.();
+  const canvas = new OffscreenCanvas(w, h);
+  canvas.getContext("2d").putImageData(new ImageData(rgba, w, h), 0, 0);
+  return { png: await canvas.convertToBlob({ type: "image/png" }), width: w, height: h, ep: used };
+}
+
+self.onmessage = async (event) => {
+  const { id } = event.data;
+  const progress = (p) => self.postMessage({ id, progress: p });
+  try {
+    self.postMessage({ id, ...(await paint(event.data, progress)) });
+  } catch (error) {
+    self.postMessage({ id, error: { reason: error.reason || "failed", message: error.message || String(error) } });
+  }
+};

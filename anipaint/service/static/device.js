@@ -1,0 +1,117 @@
+// Painting on this device, for any page of the same origin:
+//
+//   import { paintOnDevice, deviceStyles } from "/static/device.js";
+//   const ids = await deviceStyles();                  // the styles this browser can paint, e.g. ["v3-hayao", …]
+//   const png = await paintOnDevice(file, { style: "v3-hayao", maxSide: 512, strength: 1,
+//                                           onProgress: (p) => console.log(p) });   // a PNG Blob
+//
+// The photo never leaves the browser: the worker (device-worker.js) downloads the style's ONNX file once
+// (checked against its sha256; the service worker keeps it for offline use) and paints with ONNX Runtime Web,
+// with the server's preprocessing and strength blend. onProgress gets {stage: "download", loaded, total} (bytes),
+// then {stage: "starting" | "decode" | "paint" | "encode", progress} and finally {stage: "done", progress: 1}.
+// Errors are DeviceError, with a `reason`: style, tooBig, checksum, network, notImage, unsupported, cancelled,
+// failed.
+
+export const MAX_DEVICE_SIDE = 1024;
+
+export class DeviceError extends Error {
+  constructor(reason, message) {
+    super(message);
+    this.name = "DeviceError";
+    this.reason = reason;
+  }
+}
+
+let manifest = null; // Promise of /api/device/styles
+let worker = null;
+let nextId = 0;
+const waiting = new Map(); // message id → {resolve, reject, onProgress}
+
+// The rows of /api/device/styles (offline: the service worker's copy); `fresh` asks again.
+export function deviceManifest({ fresh = false } = {}) {
+  if (!manifest || fresh) {
+    manifest = fetch("/api/device/styles").then((res) => {
+      if (!res.ok) throw new DeviceError("network", `the device styles could not be read (HTTP ${res.status})`);
+      return res.json();
+    });
+    manifest.catch(() => { manifest = null; });
+  }
+  return manifest;
+}
+
+// Why this browser cannot paint at all, or "" when it can.
+export function deviceSupport() {
+  if (typeof WebAssembly !== "object" || typeof Worker !== "function" || typeof OffscreenCanvas !== "function") {
+    return "this browser lacks WebAssembly, module workers or OffscreenCanvas";
+  }
+  if (!globalThis.crypto || !crypto.subtle) return "this page is not in a secure context (https or localhost)";
+  return "";
+}
+
+// The ids of the styles this browser can paint now.
+export async function deviceStyles() {
+  if (deviceSupport()) return [];
+  return (await deviceManifest()).filter((s) => s.on_device).map((s) => s.id);
+}
+
+function ensureWorker() {
+  if (worker) return worker;
+  worker = new Worker(new URL("./device-worker.js", import.meta.url), { type: "module" });
+  worker.onmessage = (event) => {
+    const { id, progress, error, ...done } = event.data;
+    const job = waiting.get(id);
+    if (!job) return;
+    if (progress) { job.onProgress?.(progress); return; }
+    waiting.delete(id);
+    if (error) job.reject(new DeviceError(error.reason, error.message));
+    else job.resolve(done);
+  };
+  worker.onerror = (event) => {
+    const why = new DeviceError("failed", `the device painter stopped: ${event.message || "script error"}`);
+    for (const job of waiting.values()) job.reject(why);
+    waiting.clear();
+    worker = null;
+  };
+  return worker;
+}
+
+// Paint `image` (a Blob or an ImageBitmap) in `style`; resolves with a PNG Blob. `details(info)` also gets
+// {width, height, ep} (ep: "webgpu" or "wasm"); `ep` forces one execution provider; `signal` cancels.
+export async function paintOnDevice(image, {
+  style, maxSide = 512, strength = 1, onProgress, signal, ep, details,
+} = {}) {
+  const unsupported = deviceSupport();
+  if (unsupported) throw new DeviceError("unsupported", `cannot paint on this device: ${unsupported}`);
+  if (!(image instanceof Blob) && !(typeof ImageBitmap === "function" && image instanceof ImageBitmap)) {
+    throw new DeviceError("notImage", "paintOnDevice takes a Blob or an ImageBitmap");
+  }
+  const side = Number(maxSide);
+  if (!Number.isFinite(side) || side < 32) throw new DeviceError("tooBig", "maxSide must be a number from 32 to 1024");
+  if (side > MAX_DEVICE_SIDE) {
+    throw new DeviceError("tooBig", `maxSide ${side} is over ${MAX_DEVICE_SIDE}, the most this device paints: `
+      + "paint it on the server instead (POST /predict or /api/jobs)");
+  }
+  const s = Number(strength);
+  if (!(s >= 0 && s <= 1)) throw new DeviceError("failed", "strength must be between 0 and 1");
+  const rows = await deviceManifest();
+  const model = rows.find((row) => row.id === style);
+  if (!model) throw new DeviceError("style", `unknown style ${style}`);
+  if (!model.on_device) throw new DeviceError("style", `${style} cannot paint on this device: ${model.reason}`);
+  if (signal?.aborted) throw new DeviceError("cancelled", "cancelled");
+  const id = ++nextId;
+  const w = ensureWorker();
+  const result = await new Promise((resolve, reject) => {
+    waiting.set(id, { resolve, reject, onProgress });
+    signal?.addEventListener("abort", () => {
+      // A paint in WebAssembly cannot be stopped halfway: the worker goes, a new one starts next time.
+      if (!waiting.delete(id)) return;
+      reject(new DeviceError("cancelled", "cancelled"));
+      w.terminate();
+      if (worker === w) worker = null;
+    }, { once: true });
+    w.postMessage({ id, model, image, maxSide: side, strength: s, ep });
+  });
+  onProgress?.({ stage: "done", progress: 1 });
+  details?.({ width: result.width, height: result.height, ep: result.ep });
+  return result.png;
+}
