@@ -127,6 +127,10 @@ def cmd_prepare(args: argparse.Namespace) -> int:
         if args.engine:
             for style_id in (k for k in chosen if results[k] == "ok"):
                 lines[style_id] = _prepare_engine(style_id, settings)
+                from anipaint.engine import device_models  # the ONNX file the page paints with in the browser
+
+                if note := device_models.prepare_note(store.get_style(style_id), settings):
+                    lines[f"{style_id} (device)"] = note
                 bar.update(1)
         bar.set_description_str("prepared")
     for style_id, line in lines.items():

@@ -312,7 +312,9 @@ def run_steps(steps: Iterable[tuple[str, str]], settings: Settings, go: threadin
                     record = engine.prepare(style, store.ensure_prepared(style, settings), settings)
                     if not record.get("choice"):
                         raise RuntimeError("no engine chosen")
-                    more = {"summary": quiet.summary(record)}
+                    from anipaint.engine import device_models  # and the browser's model of the style
+
+                    more = {"summary": quiet.summary(record), "device": device_models.prepare_note(style, settings)}
             report(step, style_id, "done", **more)
         except Exception as exc:  # noqa: BLE001 - reported to the server; the next step still runs
             report(step, style_id, "failed", detail=f"{type(exc).__name__}: {exc}")

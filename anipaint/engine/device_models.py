@@ -196,3 +196,20 @@ def _worst_psnr(fp32: Path, half: bytes, settings: Settings, multiple: int | Non
         measured = (psnr(a, b), far_share(a, b))
         worst = measured if worst is None or measured[0] < worst[0] else (worst[0], max(worst[1], measured[1]))
     return worst
+
+
+
+def prepare_note(style: Style, settings: Settings) -> str:
+    """Make the style's device model now if it can have one (``models prepare``, the background preparation);
+    its line: ``""`` (it cannot have one), ``"float16 weights, 2.4 MB"`` or why it failed. Never raises: the
+    server paints the style all the same."""
+    if unsupported(style):
+        return ""
+    from anipaint.engine import quiet
+
+    quiet.step(style.id, "making the device model")
+    try:
+        model = ensure(style, settings)
+    except Exception as exc:  # noqa: BLE001 - reported in the line; painting on the server is unaffected
+        return f"device model failed: {type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}"
+    return f"{model.weights} weights, {model.bytes / 1e6:.1f} MB"
