@@ -298,8 +298,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", dest="json_path", help="also write the results as JSON")
     p.add_argument("--profile", action="store_true", help="write a profile of one 512 px paint")
     p.add_argument("--quick", action="store_true", help="fewer repeats")
-    p.add_argument("--only", choices=("v2", "styles", "full"),
-                   help="one table: the v2 steps, the other styles, or full resolution per style")
+    p.add_argument("--only", choices=("v2", "styles", "full", "video"),
+                   help="one table: the v2 steps, the other styles, full resolution per style, or video")
     p.set_defaults(func=cmd_bench)
     return parser
 

@@ -1,6 +1,6 @@
 """``anipaint bench``: the speed tables, measured on this machine.
 
-Three tables. The first two time each row end to end on a 512 px photo (JPEG decode → resize → style → PNG
+Four tables. The first two time each row end to end on a 512 px photo (JPEG decode → resize → style → PNG
 encode) in turns with its yardstick in the same process (:mod:`anipaint.bench.measure`):
 
 * :mod:`anipaint.bench.v2_table`: AnimeGANv2 Hayao, one row per optimisation step against the plain eager fp32
@@ -9,13 +9,15 @@ encode) in turns with its yardstick in the same process (:mod:`anipaint.bench.me
   ONNX Runtime (and LiteRT where installed) running the same network, and faces on/off and portrait mode with the
   default style;
 * :mod:`anipaint.bench.full_table`: exact full resolution per streaming style (v3-hayao, v3-shinkai, v2, v1), the
-  strip executor against one whole-picture pass (time, PSNR), and 4096 px in a child process for its peak RSS.
+  strip executor against one whole-picture pass (time, PSNR), and 4096 px in a child process for its peak RSS;
+* :mod:`anipaint.bench.video_table`: a real clip at 512 px with the default style, frames per second with
+  temporal consistency off and on.
 
 Columns: median seconds per picture, ratio (yardstick ÷ row: 3.0 = three times faster), CPU % (100 = one core),
 peak RSS of one call (MB), PSNR against the yardstick's picture, and "noise", the share of the cores other
 processes used meanwhile. ``--json PATH`` also writes everything as JSON, ``--profile`` a cProfile and an
 operator profile of one 512 px paint, ``--quick`` fewer repeats and smaller full-resolution pictures,
-``--only v2|styles|full`` one table.
+``--only v2|styles|full|video`` one table.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from pathlib import Path
 from anipaint.bench.measure import Row, fmt, machine, photo_bytes
 from anipaint.settings import Settings, get_settings
 
-TABLES = ("v2", "styles", "full")
+TABLES = ("v2", "styles", "full", "video")
 
 
 def main(args, settings: Settings | None = None) -> int:
@@ -37,6 +39,7 @@ def main(args, settings: Settings | None = None) -> int:
     from anipaint.bench.full_table import full_rows
     from anipaint.bench.styles import style_rows
     from anipaint.bench.v2_table import profile, v2_rows
+    from anipaint.bench.video_table import video_rows
     from anipaint.engine import threads
     quick = bool(getattr(args, "quick", False))
     only = getattr(args, "only", None)
@@ -58,6 +61,8 @@ def main(args, settings: Settings | None = None) -> int:
         rows += styled
     if only in (None, "full"):
         rows += full_rows(settings, rounds, quick)
+    if only in (None, "video"):
+        rows += video_rows(settings, rounds)
     print(fmt(rows))
     info = machine()
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
