@@ -28,6 +28,18 @@ VIDEO_SUFFIXES = {".mp4", ".mov", ".mkv", ".webm", ".avi", ".m4v"}
 # (WebM, MKV) starts with the EBML magic.
 _BOX_TYPES = (b"ftyp", b"moov", b"mdat", b"wide", b"free", b"skip")
 _EBML = b"\x1a\x45\xdf\xa3"
+# HEIC/HEIF and AVIF photos are ISO base media files too; their `ftyp` brands say they are pictures.
+_PICTURE_BRANDS = {b"mif1", b"msf1", b"heic", b"heix", b"heim", b"heis", b"hevc", b"hevx", b"avif", b"avis"}
+
+
+def _picture_brands(data: bytes) -> bool:
+    """Whether an ISO base media file's `ftyp` box names a still-picture (HEIF/AVIF) brand, major or compatible."""
+    if data[4:8] != b"ftyp":
+        return False
+    size = int.from_bytes(data[:4], "big")
+    box = data[8:min(size, 256) if size >= 16 else 16]
+    brands = [box[i:i + 4] for i in range(0, len(box) - 3, 4) if i != 4]  # [4:8] is the minor version
+    return any(b in _PICTURE_BRANDS for b in brands)
 
 
 def is_video(path: Path) -> bool:
@@ -36,7 +48,7 @@ def is_video(path: Path) -> bool:
 
 def looks_like_video(data: bytes) -> str | None:
     """The container an upload's first bytes announce ("mp4" for MP4/MOV, "webm" for WebM/MKV), or None."""
-    if len(data) >= 12 and data[4:8] in _BOX_TYPES:
+    if len(data) >= 12 and data[4:8] in _BOX_TYPES and not _picture_brands(data):
         return "mp4"
     if data[:4] == _EBML:
         return "webm"

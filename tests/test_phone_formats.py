@@ -18,10 +18,10 @@ import pillow_heif
 import pytest
 from PIL import Image, features
 
-from anipaint import cli, imaging
+from anipaint import convert_cli, imaging, video
 from anipaint.errors import ImageError
 from anipaint.imaging import load_image
-from conftest import REPO
+from conftest import REPO, SAMPLES
 from conftest_service import InProcessServer, fast_style, in_process_server
 
 pillow_heif.register_heif_opener()  # to write HEIC here; anipaint.imaging registers it for reading by itself
@@ -43,6 +43,13 @@ def _phone_file(img: Image.Image, fmt: str, orientation: int = 1) -> bytes:
     buf = io.BytesIO()
     img.save(buf, format=fmt, exif=exif.tobytes(), quality=90)
     return buf.getvalue()
+
+
+@pytest.mark.parametrize("fmt", ["HEIF", "AVIF"])
+def test_phone_photos_are_pictures_not_videos(photo: Image.Image, fmt: str) -> None:
+    """HEIC and AVIF are ISO base media files like MP4: only their brands tell them from a clip."""
+    assert video.looks_like_video(_phone_file(photo, fmt, 6)) is None
+    assert video.looks_like_video((SAMPLES / "realshort.mp4").read_bytes()) == "mp4"
 
 
 def _upright(img: Image.Image, orientation: int) -> Image.Image:
@@ -133,7 +140,7 @@ def test_every_list_of_formats_follows_from_the_allowlist() -> None:
     assert f'"drop.limit": "{imaging.FORMAT_NAMES} · up to {{mb}} MB"' in strings
     assert "、".join(f.label for f in imaging.READABLE) in strings
     assert _one_line(REPO / "README.md").count(imaging.FORMAT_NAMES) >= 2
-    assert cli.IMAGE_SUFFIXES == set(imaging.SUFFIXES)
+    assert {convert_cli.kind_of(Path("photo" + suffix)) for suffix in imaging.SUFFIXES} == {"picture"}
     assert not {"EPS", "PS", "PDF"} & set(imaging.FORMATS)
 
 
