@@ -19,7 +19,8 @@ from anipaint.errors import ImageError
 from anipaint.frames import frame_options, paint_frames
 from anipaint.options import PaintOptions
 
-ANIMATED_FORMATS = {"GIF": ".gif", "WEBP": ".webp", "PNG": ".png"}  # PNG: APNG
+# Pillow's format → (suffix, media type); PNG: APNG
+ANIMATED_FORMATS = {"GIF": (".gif", "image/gif"), "WEBP": (".webp", "image/webp"), "PNG": (".png", "image/png")}
 PALETTE_SAMPLES = 8  # frames the shared GIF palette is made from
 
 
@@ -72,7 +73,7 @@ def paint_animation(
                                         on_frame=lambda n: on_frame(n, total) if on_frame else None))
         except (OSError, EOFError) as exc:
             raise ImageError(f"{src}: the animation could not be decoded ({exc})") from None
-        fmt = {v: k for k, v in ANIMATED_FORMATS.items()}.get(dst.suffix.lower(), source.format)
+        fmt = {v[0]: k for k, v in ANIMATED_FORMATS.items()}.get(dst.suffix.lower(), source.format)
     if not painted:
         raise ImageError(f"{src}: the animation has no frames")
     dst.parent.mkdir(parents=True, exist_ok=True)

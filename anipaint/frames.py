@@ -13,7 +13,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from PIL import Image
@@ -41,8 +41,6 @@ class _Frame:
 def frame_options(asked: PaintOptions | None, painter: Painter) -> PaintOptions:
     """The options a clip is painted with: the settings' defaults, faces only when asked for (a face pass per frame
     costs time and can flicker), temporal consistency on unless turned off."""
-    from dataclasses import replace
-
     asked = asked or PaintOptions()
     if asked.portrait or asked.background:
         raise OptionError(STILLS_ONLY)
@@ -131,8 +129,8 @@ def _take(ahead: queue.Queue, size: int) -> list[_Frame]:
 def _paint(painter: Painter, group: list[_Frame], options: PaintOptions, batching: _Batching) -> list[np.ndarray]:
     if options.faces:
         # The whole pipeline per frame (the face pass cuts its crops from the full-resolution frame).
-        plain = PaintOptions(style=painter.style.id, max_side=options.max_side, faces=True)
-        return [np.asarray(painter.paint(f.image, plain).convert("RGB")) for f in group]
+        full = replace(options, strength=1.0)  # the strength is mixed in with the others'
+        return [np.asarray(painter.paint(f.image, full).convert("RGB")) for f in group]
     rgbs = [f.work.rgb for f in group]
     start = time.perf_counter()
     if len(rgbs) > 1:

@@ -25,7 +25,6 @@ import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 from anipaint import store
 from anipaint.registry import Style, get_style
@@ -91,20 +90,6 @@ def needs_engine(style: Style) -> bool:
     return len(backends.applicable(style)) > 1
 
 
-_keys: dict[tuple[str, int, int], str] = {}
-
-
-def _engine_key(artefact: Path) -> str:
-    """The engine cache key of an artefact, remembered per file version (it hashes the weights)."""
-    from anipaint.engine import builds
-
-    stat = artefact.stat()
-    marker = (str(artefact), stat.st_mtime_ns, stat.st_size)
-    if marker not in _keys:
-        _keys[marker] = builds.engine_key(artefact)
-    return _keys[marker]
-
-
 def planned_engine(style: Style, settings: Settings) -> str | None:
     """The backend the style's paints will use with what is built now, or None when its fast engine still has
     to be built (or measured, for ``auto``)."""
@@ -112,7 +97,9 @@ def planned_engine(style: Style, settings: Settings) -> str | None:
 
     if not needs_engine(style):
         return "torch"
-    key = _engine_key(store.artefact_path(style, settings))
+    from anipaint.engine import builds
+
+    key = builds.cached_engine_key(store.artefact_path(style, settings))
     return backends.planned(style, settings, key, backends.wanted(settings))
 
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
-FLOW_SIDE = 360  # long side of the copy the flow is computed on; the flow is scaled back to the frame
+FLOW_SIDE = 256  # long side of the copy the flow is computed on; the flow is scaled back to the frame
 ALPHA = 0.9  # how much of the carried-over picture a fully trusted pixel keeps
 PHOTO_SIGMA = 40.0  # input mismatch (0–255, after a light blur) at which trust falls to 1/e
 CUT_SHARE = 0.3  # a frame with less than this share of trusted pixels starts a new scene
@@ -76,9 +76,10 @@ class MotionEstimator:
     def next(self, rgb: np.ndarray) -> Motion | None:
         """The motion from the previous frame given to this one (None for the first frame)."""
         h, w = rgb.shape[:2]
-        blurred = cv2.GaussianBlur(rgb, (0, 0), _PREBLUR).astype(np.float32)
+        soft = cv2.GaussianBlur(rgb, (0, 0), _PREBLUR)
+        blurred = soft.astype(np.float32)
         scale = min(1.0, self._flow_side / max(h, w))
-        grey = cv2.cvtColor(blurred.astype(np.uint8), cv2.COLOR_RGB2GRAY)
+        grey = cv2.cvtColor(soft, cv2.COLOR_RGB2GRAY)
         if scale < 1.0:
             grey = cv2.resize(grey, (max(8, round(w * scale)), max(8, round(h * scale))), interpolation=cv2.INTER_AREA)
         previous, self._previous = self._previous, (blurred, grey)

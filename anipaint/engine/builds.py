@@ -48,6 +48,19 @@ def engine_key(artefact: Path) -> str:
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
 
 
+_keys: dict[tuple[str, int, int], str] = {}
+
+
+def cached_engine_key(artefact: Path) -> str:
+    """:func:`engine_key`, remembered per file version (it hashes the weights, which a status check should not
+    pay each time)."""
+    stat = artefact.stat()
+    marker = (str(artefact), stat.st_mtime_ns, stat.st_size)
+    if marker not in _keys:
+        _keys[marker] = engine_key(artefact)
+    return _keys[marker]
+
+
 def cache_dir(style: Style, settings: Settings) -> Path:
     return store.style_dir(style, settings) / "engine"
 

@@ -34,7 +34,6 @@ from anipaint.settings import Settings
 DEVICE_VERSION = 1  # bump when the recipe below changes
 NAME = "device"
 MIN_CELLS = 3  # the exported graphs take H and W of at least this many size multiples (graph_compile.MIN_MULTIPLES)
-_keys: dict[tuple[str, int, int], str] = {}
 
 
 @dataclass(frozen=True)
@@ -62,15 +61,6 @@ def unsupported(style: Style) -> str | None:
     return None
 
 
-def _key(artefact: Path) -> str:
-    """The build key of an artefact, remembered per file version (it hashes the weights)."""
-    stat = artefact.stat()
-    marker = (str(artefact), stat.st_mtime_ns, stat.st_size)
-    if marker not in _keys:
-        _keys[marker] = builds.engine_key(artefact)
-    return _keys[marker]
-
-
 def _record_path(style: Style, settings: Settings, key: str) -> Path:
     return builds.build_file(NAME, f"-v{DEVICE_VERSION}.json", style, settings, key)
 
@@ -81,7 +71,7 @@ def read(style: Style, settings: Settings) -> DeviceModel | None:
     if unsupported(style) or not artefact.is_file():
         return None
     try:
-        model = DeviceModel(**json.loads(_record_path(style, settings, _key(artefact)).read_text()))
+        model = DeviceModel(**json.loads(_record_path(style, settings, builds.cached_engine_key(artefact)).read_text()))
     except (OSError, ValueError, TypeError):
         return None
     return model if (builds.cache_dir(style, settings) / model.file).is_file() else None
@@ -103,7 +93,7 @@ def ensure(style: Style, settings: Settings) -> DeviceModel:
     from anipaint.engine import backends, load_network
 
     artefact = store.artefact_path(style, settings)
-    key = _key(artefact)
+    key = builds.cached_engine_key(artefact)
     network = load_network(style, artefact)
     kind = backends.BACKENDS["onnxruntime"]
     fp32 = builds.ensure_built(kind.name, backends.build_path(kind.name, style, settings, key),

@@ -23,16 +23,6 @@ from anipaint.settings import Settings
 
 ClipKind = Literal["video", "animation"]
 FrameProgress = Callable[[int, int], None]
-_ANIMATED_TYPES = {"GIF": ("image/gif", ".gif"), "WEBP": ("image/webp", ".webp"), "PNG": ("image/png", ".png")}
-
-
-@dataclass(frozen=True)
-class Clip:
-    kind: ClipKind
-    frames: int  # as the container says (0: it does not)
-    suffix: str  # the input's file suffix, for the decoder
-
-
 @dataclass(frozen=True)
 class PaintedClip:
     data: bytes
@@ -49,8 +39,9 @@ def clip_of(data: bytes) -> ClipKind | None:
     return "animation" if animation.is_animated(data) else None
 
 
-def check_clip(data: bytes, s: Settings) -> Clip:
-    """The clip's facts, or ImageTooLargeError naming the limit it is over (the API's 413), or ImageError."""
+def check_clip(data: bytes, s: Settings) -> None:
+    """ImageTooLargeError naming the limit a clip is over (the API's 413), or ImageError when it cannot be read.
+    Checked once, when the job is admitted."""
     if len(data) > s.video_max_bytes:
         raise ImageTooLargeError(f"the video is larger than the {megabytes(s.video_max_bytes)} limit for videos")
     if clip_of(data) == "animation":
@@ -61,7 +52,7 @@ def check_clip(data: bytes, s: Settings) -> Clip:
         except ImageTooLargeError:
             raise ImageTooLargeError(f"the animation's {frames} frames of {width}×{height} are more than the "
                                      f"{s.max_pixels / 1e6:.0f} MP limit for all frames together") from None
-        return Clip("animation", frames, ".anim")
+        return
     facts = video.probe_video(data)
     if facts.seconds > s.video_max_seconds:
         raise ImageTooLargeError(f"the video is {facts.seconds:.1f} s long; the limit here is "
@@ -69,21 +60,20 @@ def check_clip(data: bytes, s: Settings) -> Clip:
     if facts.width * facts.height > s.video_max_pixels:
         raise ImageTooLargeError(f"the video's frames are {facts.width}×{facts.height}; the limit here is "
                                  f"{s.video_max_pixels / 1e6:.1f} MP a frame")
-    return Clip("video", facts.frames, ".mp4" if video.looks_like_video(data) == "mp4" else ".webm")
 
 
 def paint_clip(painter, data: bytes, options: PaintOptions, s: Settings, on_frame: FrameProgress) -> PaintedClip:
-    """Paint a clip upload (see :func:`check_clip`) in a temporary folder of the scratch space."""
+    """Paint a clip upload (admitted by :func:`check_clip`) in a temporary folder of the scratch space."""
     from anipaint import scratch
 
-    clip = check_clip(data, s)
+    container = video.looks_like_video(data)
     folder = scratch.location(s)
     folder.mkdir(parents=True, exist_ok=True)
     # Named like the streaming code's files, so that a crash's leftovers are swept at the next start.
     with tempfile.TemporaryDirectory(prefix=f"anipaint-stream-{os.getpid()}-clip-", dir=folder) as tmp:
-        src = Path(tmp) / f"input{clip.suffix}"
+        src = Path(tmp) / f"input.{container or 'anim'}"
         src.write_bytes(data)
-        if clip.kind == "video":
+        if container:
             dst = Path(tmp) / "painted.mp4"
             facts = video.paint_video(painter, src, dst, options, on_frame=on_frame)
             media_type = "video/mp4"
@@ -91,7 +81,7 @@ def paint_clip(painter, data: bytes, options: PaintOptions, s: Settings, on_fram
             import PIL.Image
 
             with PIL.Image.open(src) as img:
-                media_type, suffix = _ANIMATED_TYPES.get(img.format or "", _ANIMATED_TYPES["GIF"])
+                suffix, media_type = animation.ANIMATED_FORMATS.get(img.format or "", animation.ANIMATED_FORMATS["GIF"])
             dst = Path(tmp) / f"painted{suffix}"
             facts = animation.paint_animation(painter, src, dst, options, on_frame=on_frame)
         return PaintedClip(dst.read_bytes(), media_type, facts["width"], facts["height"], facts["frames"])
