@@ -96,7 +96,7 @@ def planned_engine(style: Style, settings: Settings) -> str | None:
     from anipaint.engine import backends
 
     if not needs_engine(style):
-        return "torch"
+        return backends.PLAIN
     from anipaint.engine import builds
 
     key = builds.cached_engine_key(store.artefact_path(style, settings))
@@ -105,6 +105,7 @@ def planned_engine(style: Style, settings: Settings) -> str | None:
 
 def style_states(settings: Settings | None = None, preparer: Preparer | None = None) -> list[StyleState]:
     """Every registry style's state here (with a running preparer: what it is doing)."""
+    from anipaint.engine.backends import PLAIN as plain
     from anipaint.painter import loaded_painter
 
     s = settings if settings is not None else get_settings()
@@ -125,10 +126,10 @@ def style_states(settings: Settings | None = None, preparer: Preparer | None = N
             if planned is None and not failed:
                 detail = preparer.describe(style.id, "optimise") if preparer else "`anipaint models prepare`"
                 out.append(StyleState(style, OPTIMISING, f"paints with the plain engine; fast engine: {detail}",
-                                      live or "torch"))
+                                      live or plain))
             else:
                 note = f"fast engine failed ({failed}); paints with the plain engine" if failed else None
-                out.append(StyleState(style, READY, note, live or planned or "torch"))
+                out.append(StyleState(style, READY, note, live or planned or plain))
     return out
 
 

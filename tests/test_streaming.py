@@ -47,6 +47,15 @@ def test_the_v3_graphs_are_streamed(settings):
         assert Engine(style, store.artefact_path(style, settings), settings).streams_large, style_id
 
 
+def test_every_architecture_that_streams_has_a_strip_executor():
+    """An architecture row saying it paints full resolution exactly is backed by the streaming table, and only
+    those rows are (the service's 507 admission and the engine read the row)."""
+    from anipaint.engine.streaming import STREAMERS
+    from anipaint.networks.architectures import ARCHITECTURES
+
+    assert set(STREAMERS) == {name for name, row in ARCHITECTURES.items() if row.streams}
+
+
 # AnimeGAN v1/v2 have their own streaming tests (test_engine: strips against one untiled pass)
 GRAPH_STYLES = [s.id for s in all_styles() if s.architecture == "graph"]
 
@@ -85,7 +94,7 @@ def test_scratch_space_is_checked_before_painting_and_removed_on_failure(setting
     from anipaint.engine.streaming import scratch
 
     style = get_style("v3-hayao")
-    streamed = for_network(load_network(style, store.artefact_path(style, settings)), tmp_path)
+    streamed = for_network(load_network(style, store.artefact_path(style, settings)), style.architecture, tmp_path)
     rgb = _picture(320, 240)
     real = scratch.shutil.disk_usage
     monkeypatch.setattr(scratch.shutil, "disk_usage", lambda p: real(p)._replace(free=1 << 20))  # 1 MB free
@@ -112,7 +121,7 @@ from anipaint.engine import load_network
 from anipaint.engine.streaming import for_network
 from anipaint.registry import get_style
 style = get_style(sys.argv[1])
-painter = for_network(load_network(style, store.artefact_path(style)), sys.argv[3])
+painter = for_network(load_network(style, store.artefact_path(style)), style.architecture, sys.argv[3])
 rgb = np.asarray(Image.open(sys.argv[2]))
 painter.paint(rgb[:64, :64])  # warm-up: what the process holds before a big picture
 before = peak_rss_mb()

@@ -39,7 +39,7 @@ def _streamed(style_id: str, settings):
 
     style = get_style(style_id)
     network = load_network(style, store.artefact_path(style, settings))
-    return network, for_network(network, settings.scratch_dir)
+    return network, for_network(network, style.architecture, settings.scratch_dir)
 
 
 def child_stream(style_id: str, side: int) -> int:

@@ -70,7 +70,7 @@ class Engine:
             if isinstance(self.backend, StripsBackend):  # already loaded: share its weights
                 self._streamed = self.backend.streamed
             else:
-                self._streamed = for_network(self.network, self.settings.scratch_dir)
+                self._streamed = for_network(self.network, self.style.architecture, self.settings.scratch_dir)
         return self._streamed
 
     @property
@@ -125,7 +125,7 @@ def prepare(style: Style, artefact: Path, settings: Settings, backend: str | Non
     threads.configure(settings.jobs, settings.threads)
     name = backends.wanted(settings, backend)
     if len(backends.applicable(style)) == 1:
-        return {"choice": "torch"}
+        return {"choice": backends.PLAIN}
     with quiet.quiet():
         network = load_network(style, Path(artefact))
         if name == backends.AUTO:

@@ -115,11 +115,16 @@ BACKENDS: dict[str, BackendKind] = {
                     needs="int8 dot products (AVX512_VNNI, AVX-VNNI) to pay"),
         BackendKind("onnxruntime", _open_onnx, ".onnx", lambda artefact, out, s: builds.v2_onnx(artefact, out),
                     lambda network, out, s: builds.network_onnx(network, out)),
-        BackendKind("strips", lambda o: StripsBackend(o.network, o.settings.scratch_dir),
+        BackendKind("strips", lambda o: StripsBackend(o.network, o.style.architecture, o.settings.scratch_dir),
                     needs="bf16 convolutions where the CPU has them natively, float32 elsewhere"),
     )
 }
 NAMES = tuple(BACKENDS)
+# The eager network: first in every architecture's row, the reference every other backend is checked against, and
+# what paints when nothing faster is built or faithful.
+PLAIN = TorchBackend.name
+# The backend whose build is a portable ONNX graph (what the browser paints with).
+PORTABLE = OrtBackend.name
 
 
 def applicable(style: Style) -> tuple[str, ...]:

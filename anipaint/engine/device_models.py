@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from anipaint import store
-from anipaint.engine import builds
+from anipaint.engine import backends, builds
 from anipaint.networks.animeganv2 import MIN_SIZE, SIZE_MULTIPLE
 from anipaint.networks.architectures import get_architecture
 from anipaint.registry import Style
@@ -56,7 +56,7 @@ def unsupported(style: Style) -> str | None:
     """Why a style cannot paint on the device, or None when it can (once its model is made)."""
     if style.paints_faces_only:
         return "a face model: it paints aligned face crops, which needs the server's face detector"
-    if "onnxruntime" not in get_architecture(style.architecture).backends:
+    if backends.PORTABLE not in get_architecture(style.architecture).backends:
         return "its network has no ONNX export here (AnimeGAN v1 and the PyTorch port's files)"
     return None
 
@@ -90,12 +90,12 @@ def ensure(style: Style, settings: Settings) -> DeviceModel:
     found = read(style, settings)
     if found is not None:
         return found
-    from anipaint.engine import backends, load_network
+    from anipaint.engine import load_network
 
     artefact = store.artefact_path(style, settings)
     key = builds.cached_engine_key(artefact)
     network = load_network(style, artefact)
-    kind = backends.BACKENDS["onnxruntime"]
+    kind = backends.BACKENDS[backends.PORTABLE]
     fp32 = builds.ensure_built(kind.name, backends.build_path(kind.name, style, settings, key),
                                kind.recipe(style, artefact, settings, network))
     from_weights = get_architecture(style.architecture).builds_from == "weights"

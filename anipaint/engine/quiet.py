@@ -116,7 +116,7 @@ def following(callback: Callable[[str, str], None]) -> Iterator[None]:
 def summary(record: dict) -> str:
     """``compiled (built in 41.3 s, measured in 6.2 s, PSNR 48.12 dB)`` from :func:`anipaint.engine.prepare`'s
     record, with each backend that failed to build or run and its reason (first line) at the end."""
-    choice = record.get("choice") or "torch"
+    choice = record["choice"]
     results = record.get("results") or {}
     parts = [f"{verb} in {record[key]:.1f} s" for verb, key in (("built", "build_seconds"),
                                                                ("measured", "measure_seconds")) if key in record]

@@ -117,10 +117,10 @@ class StripsBackend(Backend):
 
     name = "strips"
 
-    def __init__(self, network, folder: Path | None = None) -> None:
+    def __init__(self, network, architecture: str, folder: Path | None = None) -> None:
         from anipaint.engine.streaming import for_network
 
-        streamed = for_network(network, folder)
+        streamed = for_network(network, architecture, folder)
         if streamed is None:
             raise ValueError(f"no strip version of {type(network).__name__}")
         self.streamed = streamed

@@ -72,7 +72,7 @@ def pick(results: dict[str, dict]) -> tuple[str, str]:
     ``torch``, closest by definition)."""
     good = {n: r for n, r in results.items() if "seconds" in r and r.get("faithful")}
     if not good:
-        return "torch", "no backend was faithful to the reference; the plain network paints"
+        return backends.PLAIN, "no backend was faithful to the reference; the plain network paints"
     fastest = min(good, key=lambda n: good[n]["seconds"])
     near = [n for n in good if good[n]["seconds"] <= NEAR_FASTEST * good[fastest]["seconds"]]
     # the reference itself, and a backend whose pictures equal the reference's (PSNR recorded as None), are closest
@@ -148,7 +148,7 @@ def measure_all(style: Style, artefact: Path, settings: Settings, network, key: 
     # Every build first: a backend timed right after a build (compiler workers winding down, a freshly
     # touched heap) measured up to 1.5x slow.
     for name in names or backends.applicable(style):
-        if name == "torch":
+        if name == backends.PLAIN:
             continue
         built = backends.BACKENDS[name].suffix is None or backends.build_path(name, style, settings, key).is_file()
         quiet.step(style.id, f"{'opening' if built else 'building'} {name}")
@@ -174,11 +174,11 @@ def measure_all(style: Style, artefact: Path, settings: Settings, network, key: 
     timed = tuple(pictures[-1].shape[-2:])
     best = float("inf")
     if isinstance(reference, TorchBackend):  # see reference_for
-        results["torch"] = {"seconds": round(seconds, 4), "reference": True, "faithful": True, "samples": 1,
+        results[backends.PLAIN] = {"seconds": round(seconds, 4), "reference": True, "faithful": True, "samples": 1,
                             "note": "the reference itself, timed while painting the last check picture"}
         best = seconds
-    elif "torch" in (names or backends.applicable(style)):
-        opened = {"torch": TorchBackend(network), **opened}  # timed first: it sets the bar
+    elif backends.PLAIN in (names or backends.applicable(style)):
+        opened = {backends.PLAIN: TorchBackend(network), **opened}  # timed first: it sets the bar
     for name, backend in opened.items():
         try:
             results[name] = evaluate(backend, wanted, pictures, give_up=1.3 * best if best < float("inf") else None)

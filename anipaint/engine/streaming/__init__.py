@@ -19,6 +19,7 @@ float32 network by rounding only, and seams can't exist.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -31,20 +32,24 @@ from .rows import NotStreamable
 __all__ = ["NotStreamable", "StreamedGraph", "StreamedNetwork", "StreamedV1", "StreamedV2", "for_network"]
 
 
-def for_network(network: torch.nn.Module, folder: str | Path | None = None
-                ) -> StreamedNetwork | StreamedGraph | None:
-    """The streamed version of an eager network, or None when it has none (ONNX, or a graph that can't stream)."""
-    from anipaint.networks.animeganv1 import AnimeGANv1Generator
-    from anipaint.networks.animeganv2 import Generator as V2
-    from anipaint.networks.graph_module import GraphModule
+def _graph(network, folder: str | Path | None) -> StreamedGraph | None:
+    try:
+        return StreamedGraph(network, folder=folder)
+    except NotStreamable:  # an op the planner can't run over strips: painted in tiles instead
+        return None
 
-    if isinstance(network, V2):
-        return StreamedV2(network.state_dict(), network.semantics, folder=folder)
-    if isinstance(network, AnimeGANv1Generator):
-        return StreamedV1(network.state_dict(), folder=folder)
-    if isinstance(network, GraphModule):
-        try:
-            return StreamedGraph(network, folder=folder)
-        except NotStreamable:
-            return None
-    return None
+
+# How each architecture whose row says it streams (``Architecture.streams``) is run in strips, by the row's name.
+STREAMERS: dict[str, Callable[[torch.nn.Module, str | Path | None], StreamedNetwork | StreamedGraph | None]] = {
+    "animeganv2": lambda n, folder: StreamedV2(n.state_dict(), n.semantics, folder=folder),
+    "animeganv2-port": lambda n, folder: StreamedV2(n.state_dict(), n.semantics, folder=folder),
+    "animeganv1": lambda n, folder: StreamedV1(n.state_dict(), folder=folder),
+    "graph": _graph,
+}
+
+
+def for_network(network: torch.nn.Module, architecture: str, folder: str | Path | None = None
+                ) -> StreamedNetwork | StreamedGraph | None:
+    """The streamed version of an architecture's eager network, or None when it has none."""
+    streamer = STREAMERS.get(architecture)
+    return streamer(network, folder) if streamer else None
