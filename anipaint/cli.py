@@ -126,11 +126,9 @@ def cmd_prepare(args: argparse.Namespace) -> int:
             results = store.prepare(chosen, settings, force=args.force, on_result=converted)
         if args.engine:
             for style_id in (k for k in chosen if results[k] == "ok"):
-                lines[style_id] = _prepare_engine(style_id, settings)
-                from anipaint.engine import device_models  # the ONNX file the page paints with in the browser
-
-                if note := device_models.prepare_note(store.get_style(style_id), settings):
-                    lines[f"{style_id} (device)"] = note
+                lines[style_id], device = _prepare_engines(style_id, settings)
+                if device:  # the ONNX file the page paints with in the browser
+                    lines[f"{style_id} (device)"] = device
                 bar.update(1)
         bar.set_description_str("prepared")
     for style_id, line in lines.items():
@@ -141,18 +139,17 @@ def cmd_prepare(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def _prepare_engine(style_id: str, settings: Settings) -> str:
-    """Build and measure a style's fast backends once per machine, so the first picture does not wait for them;
-    the style's line: its engine (:func:`anipaint.engine.quiet.summary`), or why there is none."""
-    from anipaint import engine, store
+def _prepare_engines(style_id: str, settings: Settings) -> tuple[str, str]:
+    """A style's engine line and device line (:func:`anipaint.preparation.prepare_engines`), or why it has no
+    engine."""
+    from anipaint import preparation, store
     from anipaint.engine import quiet
 
     quiet.step(style_id, "loading")
-    style = store.get_style(style_id)
     try:
-        return quiet.summary(engine.prepare(style, store.artefact_path(style, settings), settings))
+        return preparation.prepare_engines(store.get_style(style_id), settings)
     except Exception as exc:  # noqa: BLE001 - one line for the style; the other styles still get theirs
-        return f"engine failed: {type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}"
+        return f"engine failed: {type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}", ""
 
 
 def cmd_fetch(args: argparse.Namespace) -> int:

@@ -274,6 +274,21 @@ def _log_beside_the_server(level: str) -> None:
     log.setLevel(level_no if isinstance(level_no, int) else logging.INFO)  # uvicorn's "trace": INFO
 
 
+def prepare_engines(style: Style, settings: Settings) -> tuple[str, str]:
+    """Everything a style's paints use beyond its conversion, made once per machine (converting first if need
+    be): its fast backends, measured for ``auto``, then the browser's model. Returns the engine's line
+    (:func:`anipaint.engine.quiet.summary`) and the device model's (``""`` for a style that can't have one; its
+    failure is only reported there). Raises when the engines can't be made. ``anipaint models prepare`` and the
+    background preparation both come here."""
+    from anipaint import engine
+    from anipaint.engine import device_models, quiet
+
+    record = engine.prepare(style, store.ensure_prepared(style, settings), settings)
+    if not record.get("choice"):
+        raise RuntimeError("no engine chosen")
+    return quiet.summary(record), device_models.prepare_note(style, settings)
+
+
 # ---- the child process ---------------------------------------------------------------------------------------
 
 
@@ -281,7 +296,6 @@ def run_steps(steps: Iterable[tuple[str, str]], settings: Settings, go: threadin
     """Do each step once ``go`` is set (the parent clears it while it paints), reporting JSON lines on stdout;
     an engine's line says what it is (:func:`anipaint.engine.quiet.summary`). The libraries' warnings and prints
     are held back (:func:`anipaint.engine.quiet.quiet`): they would land in the server's log."""
-    from anipaint import engine
     from anipaint.engine import quiet
 
     def report(step: str, style_id: str, status: str, **more: str) -> None:
@@ -297,12 +311,8 @@ def run_steps(steps: Iterable[tuple[str, str]], settings: Settings, go: threadin
                     store.ensure_prepared(style, settings)  # with auto_fetch: downloads a missing source first
                     more = {}
                 else:
-                    record = engine.prepare(style, store.ensure_prepared(style, settings), settings)
-                    if not record.get("choice"):
-                        raise RuntimeError("no engine chosen")
-                    from anipaint.engine import device_models  # and the browser's model of the style
-
-                    more = {"summary": quiet.summary(record), "device": device_models.prepare_note(style, settings)}
+                    summary, device = prepare_engines(style, settings)
+                    more = {"summary": summary, "device": device}
             report(step, style_id, "done", **more)
         except Exception as exc:  # noqa: BLE001 - reported to the server; the next step still runs
             report(step, style_id, "failed", detail=f"{type(exc).__name__}: {exc}")
