@@ -6,11 +6,12 @@
 //
 // `options` as job.js's paintOptions() builds them; onProgress({stage, progress 0…1, position, waiting}) as it
 // goes (waiting: in a queue, not painting yet); the promise rejects with a PaintError (its `reason` one of
-// REASONS) and stops when `signal` aborts. A painter on this device (a Web Worker) would implement the same.
+// REASONS) and stops when `signal` aborts. devicePainter.js paints on this device behind the same interface.
 
 const POLL_MS = 400;
 
-export const REASONS = ["network", "gone", "busy", "tooBig", "notImage", "style", "timeout", "failed", "cancelled"];
+export const REASONS = ["network", "gone", "busy", "tooBig", "notImage", "style", "timeout", "failed", "cancelled",
+  "checksum", "deviceDecode", "device"]; // the last three from the device painter
 
 export class PaintError extends Error {
   constructor(reason, detail = "", retryAfter = 0) {

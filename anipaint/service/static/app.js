@@ -3,6 +3,9 @@
 // The page is ES modules with one state object (store.js) that every view is drawn from:
 //   i18n.js     strings, the language, the static text
 //   api.js      every request to the server; serverPainter.paint(file, options, onProgress, signal)
+//   devicePainter.js  the same paint() on this device (device.js: ONNX Runtime Web in a worker)
+//   deviceMode.js  the "Paint on this device" switch, what the device can paint, what needs the server
+//   offline.js  the service worker that keeps the page and the device models for offline use
 //   styles.js   the styles, thumbnails, the choice, the background select
 //   photo.js    choosing, dropping and pasting the photo
 //   job.js      the paint options, one paint through a painter, its progress, cancel
@@ -12,9 +15,12 @@
 
 import { getConfig, isReady, serverPainter } from "./api.js";
 import { commitStrength, setSplit, setStrength, watchResult } from "./compare.js";
+import { devicePainter } from "./devicePainter.js";
+import { initialDevice, watchDevice } from "./deviceMode.js";
 import { pickLanguage, saveLanguage, translate, watchStaticText } from "./i18n.js";
 import { cancelPaint, startPaint, watchJob } from "./job.js";
 import { showMessage, watchMessage } from "./messages.js";
+import { keepOffline } from "./offline.js";
 import { watchPhoto } from "./photo.js";
 import { createStore, initialState } from "./store.js";
 import { loadStyles, usableStyles, watchStyles } from "./styles.js";
@@ -22,18 +28,19 @@ import { loadStyles, usableStyles, watchStyles } from "./styles.js";
 const $ = (id) => document.getElementById(id);
 const READY_POLL_MS = 2000;
 
-const store = createStore(initialState(pickLanguage()));
-const painter = serverPainter; // a painter on this device would be chosen here
+const store = createStore(initialState(pickLanguage(), initialDevice()));
+const painter = () => (store.state.device.on ? devicePainter : serverPainter);
 
 function setOption(name, value) {
   store.update((s) => ({ options: { ...s.options, [name]: value } }));
 }
 
-// The switches and the size picker are drawn from state.options, and write to it.
+// The switches and the size picker are drawn from state.options, and write to it; on the device, faces and anime
+// faces show off (as painted), and come back as they were on the server.
 function watchOptions() {
-  store.watch((s) => [s.options], (s) => {
-    $("faces").checked = s.options.faces;
-    $("portrait").checked = s.options.portrait;
+  store.watch((s) => [s.options, s.device.on], (s) => {
+    $("faces").checked = s.options.faces && !s.device.on;
+    $("portrait").checked = s.options.portrait && !s.device.on;
     const size = document.querySelector(`input[name="size"][value="${s.options.size}"]`);
     if (size) size.checked = true;
   });
@@ -73,7 +80,7 @@ async function loadConfig() {
 }
 
 function wire() {
-  $("paint").addEventListener("click", () => startPaint(store, painter));
+  $("paint").addEventListener("click", () => startPaint(store, painter()));
   $("cancel").addEventListener("click", () => cancelPaint(store));
   $("compare-slider").addEventListener("input", (e) => setSplit(store, e.target.value));
   $("strength").addEventListener("input", (e) => setStrength(store, e.target.value));
@@ -90,6 +97,7 @@ watchStaticText(store);
 watchServer();
 watchStyles(store);
 watchOptions();
+watchDevice(store);
 watchPhoto(store);
 watchJob(store);
 watchResult(store);
@@ -98,3 +106,4 @@ wire();
 loadConfig();
 loadStyles(store, () => showMessage(store, "error", "err.network"));
 watchReadiness();
+keepOffline();

@@ -8,6 +8,7 @@ import { styleName } from "./styles.js";
 
 const $ = (id) => document.getElementById(id);
 const clamp = (v) => Math.min(100, Math.max(0, Number(v)));
+const EP_NAMES = { webgpu: "WebGPU", wasm: "WebAssembly" }; // how the device painted (device.js's `ep`)
 
 function pixels(source, w, h, smooth) {
   const canvas = document.createElement("canvas");
@@ -113,7 +114,8 @@ function drawInfo(s) {
   const t = (key, vars) => translate(s.lang, key, vars);
   const faces = r.portrait ? ` · ${t("result.faces", { n: r.facesFound })}` : "";
   const info = { style: styleName(s, r.style), w: r.width, h: r.height, s: r.seconds };
-  $("result-info").textContent = t("result.info", info) + faces;
+  const where = r.where === "device" ? t("result.device", { ep: EP_NAMES[r.engine] || r.engine }) : t("result.server");
+  $("result-info").textContent = `${t("result.info", info)}${faces} · ${where}`;
 }
 
 function drawDownload(s) {

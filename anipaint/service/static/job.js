@@ -1,24 +1,27 @@
-// The job: the paint options built from the state, one paint through a painter (api.js's serverPainter, or any
-// object with the same paint()), its progress, cancel, and the views of all that: the paint button, the progress
-// bar, the placeholder and body[data-state].
+// The job: the paint options built from the state, one paint through a painter (api.js's serverPainter or
+// devicePainter.js's, any object with the same paint()), its progress, cancel, and the views of all that: the paint
+// button, the progress bar, the placeholder and body[data-state].
 
 import { dropResult, keepForBlending } from "./compare.js";
+import { deviceBlock } from "./deviceMode.js";
 import { translate } from "./i18n.js";
 import { clearMessage, showMessage, showPaintError } from "./messages.js";
 import { offeredBackground } from "./styles.js";
 
 const $ = (id) => document.getElementById(id);
 
-// What a paint asks for, from the state: the one place the request's options are decided.
+// What a paint asks for, from the state: the one place the request's options are decided. On the device what
+// needs the server (finding faces) is off.
 export function paintOptions(state) {
   const { faces, size, portrait } = state.options;
+  const server = !state.device.on;
   return {
     style: state.style,
     maxSide: size === "original" ? 0 : Number(size),
-    faces,
+    faces: faces && server,
     faceStyle: null, // the faces' own style: no control on the page, so the chosen style
-    portrait, // anime faces: each face painted by the face model, the rest in `style` or `background`
-    background: offeredBackground(state) || null,
+    portrait: portrait && server, // anime faces: each face by the face model, the rest in `style` or `background`
+    background: (server && offeredBackground(state)) || null,
     strength: 1, // always the full style: the strength slider re-blends in the browser
   };
 }
@@ -43,8 +46,7 @@ export async function startPaint(store, painter) {
     started: performance.now(), controller: new AbortController(),
   };
   const progress = (p) => { if (store.state.job === job) store.update({ progress: p, phase: phaseOf(p) }); };
-  store.update({ job });
-  progress({ stage: "uploading", progress: 0, position: 0 });
+  store.update({ job }); // the painter reports its first stage at once
   if (window.matchMedia("(max-width: 880px)").matches) $("result-card").scrollIntoView({ behavior: "smooth" });
   let painted, blend;
   try {
@@ -71,6 +73,7 @@ export async function startPaint(store, painter) {
   const result = {
     url, name, blend, seconds, beforeUrl: job.beforeUrl, width: painted.width, height: painted.height,
     style: painted.style, portrait: job.portrait, facesFound: painted.facesFound || 0,
+    where: painter.where, engine: painted.engine,
   };
   store.update({
     job: null, progress: null, result, download: { href: url, name: `${name}.png` }, split: 50, strength: 100,
@@ -91,6 +94,7 @@ function drawProgress(s) {
   box.hidden = !p;
   if (!p) return;
   box.dataset.stage = p.stage;
+  box.toggleAttribute("data-unmeasured", Boolean(p.unmeasured));
   const pct = Math.round(p.progress * 100);
   $("progress-fill").style.width = `${Math.max(4, pct)}%`;
   $("progress-bar").setAttribute("aria-valuenow", String(pct));
@@ -98,21 +102,21 @@ function drawProgress(s) {
   let text;
   if (p.stage === "uploading") text = t("progress.uploading");
   else if (p.stage === "queued") text = p.position ? t("progress.queued", { n: p.position }) : t("stage.queued");
-  else text = `${t(`stage.${p.stage}`)} ${pct}%`;
+  else text = p.unmeasured ? t(`stage.${p.stage}`) : `${t(`stage.${p.stage}`)} ${pct}%`;
   $("progress-text").textContent = text;
 }
 
 function drawPaintButton(s) {
   const busy = Boolean(s.job);
   const button = $("paint");
-  button.disabled = !s.file || !s.style || busy;
+  button.disabled = !s.file || !s.style || busy || Boolean(deviceBlock(s, s.style));
   button.classList.toggle("busy", busy);
   $("paint-label").textContent = translate(s.lang, busy ? "painting" : "paint");
 }
 
 export function watchJob(store) {
   store.watch((s) => [s.lang, s.progress], drawProgress);
-  store.watch((s) => [s.lang, s.file, s.style, s.job], drawPaintButton);
+  store.watch((s) => [s.lang, s.file, s.style, s.job, s.device, s.styles], drawPaintButton);
   store.watch((s) => [s.job], (s) => { if (s.job) $("progress-photo").src = s.job.beforeUrl; });
   store.watch((s) => [s.progress, s.result], (s) => { $("placeholder").hidden = Boolean(s.progress || s.result); });
   store.watch((s) => [s.phase], (s) => { document.body.dataset.state = s.phase; });

@@ -29,9 +29,9 @@ export function showPaintError(store, error) {
     showMessage(store, "busy", "err.busy", sub);
   } else if (reason === "tooBig") {
     showMessage(store, "error", "err.tooBig", { key: "err.tooBig.limit", vars: limits(store.state) });
-  } else if (reason === "network" || reason === "gone") {
-    showMessage(store, "error", `err.${reason}`);
-  } else if (reason === "notImage" || reason === "style" || reason === "timeout") {
+  } else if (reason === "deviceDecode") {
+    showMessage(store, "error", "err.deviceDecode");
+  } else if (["network", "gone", "notImage", "style", "timeout", "checksum", "device"].includes(reason)) {
     showMessage(store, "error", `err.${reason}`, detail);
   } else {
     showMessage(store, "error", "err.failed", reason ? detail : String(error));

@@ -1,7 +1,7 @@
 // The photo: chosen, dropped or pasted, checked before anything is sent, and shown in the drop zone. A photo this
 // browser cannot decode (HEIC on Chrome and Firefox) is shown, compared and re-blended from the server's upright
 // PNG of it (api.js getPreview), fetched at the chosen size so that it has the painted picture's size; the photo
-// itself is still what is uploaded to paint.
+// itself is still what is uploaded to paint. Painting on this device, nothing is sent: such a photo is refused.
 
 import { getPreview } from "./api.js";
 import { clearMessage, limits, showMessage, showPaintError } from "./messages.js";
@@ -57,7 +57,10 @@ export async function setFile(store, file) {
   clearMessage(store);
   choosing = file;
   try {
-    if (!(await decodes(file)) && choosing === file) await fetchPreview(store, file);
+    if (!(await decodes(file)) && choosing === file) {
+      if (store.state.device.on) { showMessage(store, "error", "err.deviceDecode", file.name); return; }
+      await fetchPreview(store, file);
+    }
   } catch (error) {
     if (choosing === file) showPaintError(store, error);
     return;
@@ -69,7 +72,7 @@ export async function setFile(store, file) {
 async function followSize(store) {
   const { file, options } = store.state;
   const preview = file && previews.get(file);
-  if (!preview || preview.size === options.size) return;
+  if (!preview || preview.size === options.size || store.state.device.on) return;
   try {
     await fetchPreview(store, file);
   } catch (error) {
@@ -91,7 +94,7 @@ function drawPhoto(s) {
 
 export function watchPhoto(store) {
   store.watch((s) => [s.file, s.fileUrl], drawPhoto);
-  store.watch((s) => [s.options.size], () => followSize(store));
+  store.watch((s) => [s.options.size, s.device.on], () => followSize(store));
   store.watch((s) => [s.dragging], (s) => $("dropzone").classList.toggle("dragging", s.dragging));
 
   const zone = $("dropzone");

@@ -42,7 +42,7 @@ export function createStore(initial) {
 }
 
 // What the state holds (app.js makes it; every other module reads it and changes it through update()).
-export function initialState(lang) {
+export function initialState(lang, device) {
   return {
     lang, // "en" or "zh"
     server: "starting", // starting, ready, down, empty: the pill at the top
@@ -55,9 +55,10 @@ export function initialState(lang) {
     fileUrl: null, // the object URL it is shown from: its own, or its server preview's (photo.js drawable)
     dragging: false,
     options: { faces: true, size: "512", portrait: false, background: "" },
+    device, // painting on this device: {on, support (why not: ""), rows (/api/device/styles), failed} (deviceMode.js)
     job: null, // the paint in progress: {file, beforeUrl, name, portrait, started, controller}
     progress: null, // {stage, progress (0…1), position} while a job runs
-    result: null, // {url, width, height, style, seconds, portrait, facesFound, beforeUrl, name, blend}
+    result: null, // {url, width, height, style, seconds, portrait, facesFound, beforeUrl, name, blend, where, engine}
     download: null, // {href, name}: follows the strength slider once it is let go
     split: 50, // the compare slider, 0…100
     strength: 100, // the strength slider, 0…100

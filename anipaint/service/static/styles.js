@@ -1,8 +1,10 @@
 // The styles: loaded from the server (and refreshed while it prepares them), their thumbnails, the choice, and
 // the views drawn from them: the cards, the background select, the note, the licence and the "more styles" line.
+// Painting on this device, a card says so when its style can only be painted on the server (deviceMode.js says why).
 // Whether a style can paint backgrounds is read here only (the server says `kind`, no capability field).
 
 import { getStyles, getThumbnail } from "./api.js";
+import { deviceBlock } from "./deviceMode.js";
 import { translate } from "./i18n.js";
 
 const THUMB_RETRY_MS = 3000;
@@ -122,9 +124,13 @@ function drawStyles(store, s) {
     const [name, family] = splitLabel(style.label);
     card.querySelector(".name").textContent = name;
     const busy = style.state === "converting" || style.state === "optimising";
-    card.querySelector(".reason").textContent = busy ? `${family} · ${t("style." + style.state)}` : family;
+    const serverOnly = s.device.rows ? deviceBlock(s, style.id) : ""; // none before the device's list is read
+    const status = serverOnly ? t("device.card") : busy ? t("style." + style.state) : "";
+    card.querySelector(".reason").textContent = [family, status].filter(Boolean).join(" · ");
     card.dataset.state = style.state || "";
-    card.title = `${style.label}\n${style.description}\n${t("style.licence", { id: style.licence })}`;
+    card.classList.toggle("unavailable", Boolean(serverOnly));
+    card.title = [style.label, style.description, t("style.licence", { id: style.licence }), serverOnly]
+      .filter(Boolean).join("\n");
     card.dataset.licence = style.licence;
     card.classList.toggle("selected", style.id === s.style);
     card.querySelector("input").checked = style.id === s.style;
@@ -179,7 +185,8 @@ function drawBackgrounds(s) {
 }
 
 export function watchStyles(store) {
-  store.watch((s) => [s.lang, s.styles, s.stylesLoaded, s.style, s.config, s.thumbs], (s) => drawStyles(store, s));
+  store.watch((s) => [s.lang, s.styles, s.stylesLoaded, s.style, s.config, s.thumbs, s.device],
+    (s) => drawStyles(store, s));
   store.watch((s) => [s.styles, s.options.background], drawBackgrounds);
   $("background").addEventListener("change", (e) => {
     store.update((s) => ({ options: { ...s.options, background: e.target.value } }));

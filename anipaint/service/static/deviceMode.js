@@ -1,0 +1,94 @@
+// "Paint on this device": the switch (remembered by this browser), which styles this device can paint (the rows of
+// /api/device/styles), and the views that follow from them: the switch, the controls that need the server greyed
+// out with why, and one note under them (a style this device cannot paint, the server out of reach).
+//
+// Off until the user turns it on, then on in this browser until turned off: the first paint on the device
+// downloads ONNX Runtime Web (about 30 MB) and the style's model (1–3 MB), and on most phones and laptops the server
+// paints faster and does what the device cannot (face enhancement, anime faces, pictures over 1024 px). Privacy
+// and painting offline are worth that to those who ask for them, not a surprise download for everyone else.
+
+import { MAX_DEVICE_SIDE, deviceManifest, deviceSupport } from "./device.js";
+import { translate } from "./i18n.js";
+
+const KEY = "anipaint.device";
+const $ = (id) => document.getElementById(id);
+// The controls for what only the server paints.
+const SERVER_ONLY = ["faces", "portrait", "background", "size-original"];
+
+// What state.device starts as: the remembered choice, unless this browser cannot paint at all.
+export function initialDevice() {
+  const support = deviceSupport();
+  let saved = false;
+  try { saved = localStorage.getItem(KEY) === "on"; } catch (_) { /* private mode: off */ }
+  return { on: saved && !support, support, rows: null, failed: false };
+}
+
+// Why style `id` cannot be painted now that the switch is on, as a line in the page's language; "" when it can
+// (or when the switch is off).
+export function deviceBlock(state, id) {
+  const d = state.device;
+  if (!d.on || !id) return "";
+  const style = state.styles.find((s) => s.id === id);
+  const t = (key, vars) => translate(state.lang, key, vars);
+  const line = (why) => t("device.style", { style: style ? style.label : id, why });
+  if (!d.rows) return line(t(d.failed ? "device.noList" : "device.loading"));
+  const row = d.rows.find((r) => r.id === id);
+  if (!row) return line(t("device.noList"));
+  if (row.on_device) return "";
+  return line(row.state === "not_ready" ? t("device.notReady") : row.reason);
+}
+
+export function setDevice(store, on) {
+  try { localStorage.setItem(KEY, on ? "on" : "off"); } catch (_) { /* not remembered */ }
+  store.update((s) => ({
+    device: { ...s.device, on },
+    // "Original" is over what the device paints: the largest size it does instead.
+    options: on && s.options.size === "original" ? { ...s.options, size: String(MAX_DEVICE_SIDE) } : s.options,
+  }));
+}
+
+// The manifest (`fresh`: asked again, as the server may have made more device models meanwhile).
+async function loadRows(store, fresh) {
+  try {
+    const rows = await deviceManifest({ fresh });
+    store.update((s) => ({ device: { ...s.device, rows, failed: false } }));
+  } catch (_) {
+    store.update((s) => ({ device: { ...s.device, failed: !s.device.rows } }));
+  }
+}
+
+function drawSwitch(s) {
+  const t = (key, vars) => translate(s.lang, key, vars);
+  const d = s.device;
+  document.body.dataset.device = d.on ? "on" : "off";
+  const toggle = $("on-device");
+  toggle.checked = d.on;
+  toggle.disabled = Boolean(d.support);
+  $("device-hint").textContent = d.support ? t("opt.device.unsupported", { why: d.support }) : t("opt.device.hint");
+  for (const id of SERVER_ONLY) $(id).disabled = d.on;
+  $("size-original").nextElementSibling.title = d.on ? t("opt.original.device", { n: MAX_DEVICE_SIDE }) : "";
+}
+
+function drawNote(s) {
+  const lines = [];
+  if (s.server === "down" && !s.device.support) {
+    lines.push(translate(s.lang, s.device.on ? "device.offline" : "device.offline.off"));
+  }
+  const blocked = deviceBlock(s, s.style);
+  if (blocked) lines.push(blocked);
+  const note = $("device-note");
+  note.textContent = lines.join("\n");
+  note.hidden = !lines.length;
+}
+
+export function watchDevice(store) {
+  store.watch((s) => [s.lang, s.device], drawSwitch);
+  store.watch((s) => [s.lang, s.device, s.server, s.style, s.styles], drawNote);
+  // The styles are read again while the server prepares them, and its device models are made after them: the
+  // rows are read again too while some are not ready.
+  store.watch((s) => [s.styles], (s) => {
+    const { rows, support } = s.device;
+    if (!support && (!rows || rows.some((r) => r.state === "not_ready"))) loadRows(store, Boolean(rows));
+  });
+  $("on-device").addEventListener("change", (e) => setDevice(store, e.target.checked));
+}
