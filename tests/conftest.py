@@ -111,6 +111,26 @@ def engine_builds(prepared_store: Path):
 
 
 @pytest.fixture(scope="session")
+def device_model(engine_builds):
+    """``make(style_id)``: the style's device model (the ONNX file the page paints with in the browser) in the
+    session store, made once per run from the style's ``onnxruntime`` build, which :func:`engine_builds` makes
+    for everyone (so a test that paints on the device is marked ``builds``, as making one exports and checks)."""
+    from anipaint.engine import device_models
+    from anipaint.registry import get_style
+    from anipaint.settings import reload_settings
+
+    made: dict[str, object] = {}
+
+    def make(style_id: str):
+        if style_id not in made:
+            engine_builds(style_id)
+            made[style_id] = device_models.ensure(get_style(style_id), reload_settings())
+        return made[style_id]
+
+    return make
+
+
+@pytest.fixture(scope="session")
 def tensorflow() -> str:
     """The interpreter to run TensorFlow in: a subprocess of its own, so that TensorFlow and torch never share a
     process. A test that asks for it is marked ``tensorflow`` (kept out of ``make test-fast``)."""

@@ -3,7 +3,8 @@
 //
 // Model files (/device/models/<sha256>.onnx) are content-addressed: from the cache first, fetched once. Everything
 // else it keeps (the page, its scripts, the runtime, the styles and their thumbnails, the config) comes from the
-// network first, so the page is never stale while the server answers, and from the cache when it does not.
+// network first, so the page is never stale while the server answers, and from the cache when it does not; what
+// the page loaded before this worker took control, the page sends here to be kept (offline.js).
 // Paints, jobs, previews, readiness and metrics are never kept: offline they fail, which is how the page knows.
 
 const SHELL = "anipaint-shell-v1";
@@ -46,6 +47,19 @@ async function networkFirst(request) {
     throw error;
   }
 }
+
+// The page hands over what it loaded before this worker took control (offline.js): kept as if fetched through it.
+self.addEventListener("message", (event) => {
+  const urls = (event.data && event.data.keep) || [];
+  event.waitUntil((async () => {
+    for (const href of urls) {
+      const url = new URL(href);
+      if (url.origin !== self.location.origin || !KEEP.some((re) => re.test(url.pathname))) continue;
+      try { await networkFirst(new Request(url)); } catch (_) { /* gone meanwhile: kept on its next fetch */ }
+    }
+    event.source?.postMessage({ kept: true });
+  })());
+});
 
 self.addEventListener("fetch", (event) => {
   const { request } = event;
