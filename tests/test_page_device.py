@@ -13,6 +13,8 @@ import numpy as np
 import pytest
 from PIL import Image
 from test_page import (  # noqa: F401 - browser and page_factory are fixtures
+    ARGS,
+    CHROMIUM,
     _canvas_pixels,
     _open,
     _set_strength,
@@ -252,3 +254,19 @@ def test_phone_width_with_the_switch_on(server: Server, page_factory) -> None:  
     assert page.evaluate("document.documentElement.scrollWidth") <= 390  # nothing sticks out sideways
     _shot(page, "page-device-phone")
 
+
+def test_a_software_webgpu_adapter_is_passed_over(server: Server, browser) -> None:  # noqa: F811
+    """Where the only WebGPU adapter is a software one (SwiftShader, on the CPU: what headless Chromium offers with
+    WebGPU enabled and no GPU), the device paints with WebAssembly: that adapter took over six minutes for one
+    512 px v3-cute paint that WebAssembly does in seconds."""
+    args = [a for a in ARGS if a != "--disable-gpu"] + ["--enable-unsafe-webgpu"]
+    webgpu = browser.browser_type.launch(executable_path=str(CHROMIUM), args=args, headless=True)
+    try:
+        page = webgpu.new_page()
+        page.goto(server.url + "/")
+        adapter = page.evaluate("navigator.gpu.requestAdapter().then((a) => a && a.info.isFallbackAdapter)")
+        assert adapter is True, "this Chromium offers no software WebGPU adapter to pass over"
+        got = page.evaluate(PAINT, [base64.b64encode(GROUP_PHOTO.read_bytes()).decode(), fast_style(), 64])
+        assert got["info"] == {"width": 64, "height": 64, "ep": "wasm"}
+    finally:
+        webgpu.close()

@@ -56,6 +56,13 @@ async function download(model, progress) {
   return bytes;
 }
 
+// A GPU's WebGPU adapter, or null: a software one (SwiftShader, WebGPU emulated on the CPU) paints a hundred times
+// slower than WebAssembly does.
+async function hardwareAdapter() {
+  const adapter = await self.navigator.gpu?.requestAdapter();
+  return adapter && !adapter.info?.isFallbackAdapter ? adapter : null;
+}
+
 async function session(model, ep, progress) {
   const wanted = ep || (self.navigator.gpu ? "webgpu" : "wasm");
   for (const key of [`${model.sha256}|${wanted}`, `${model.sha256}|wasm`]) if (sessions.has(key)) return sessions.get(key);
@@ -65,7 +72,7 @@ async function session(model, ep, progress) {
   let last;
   for (const name of order) {
     try {
-      if (name === "webgpu" && !(await self.navigator.gpu?.requestAdapter())) throw new Error("no WebGPU adapter");
+      if (name === "webgpu" && !(await hardwareAdapter())) throw new Error("no hardware WebGPU adapter");
       const made = await ort.InferenceSession.create(bytes, {
         executionProviders: [name], graphOptimizationLevel: "all",
       });
