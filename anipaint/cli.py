@@ -102,12 +102,12 @@ def cmd_prepare(args: argparse.Namespace) -> int:
 
     from anipaint import store
     from anipaint.engine import quiet
-    from anipaint.registry import all_styles
+    from anipaint.registry import EXTRA_SOURCES, all_styles, get_style
 
     settings = _settings(args)
     quiet.verbose(args.verbose)
     print(f"sources: {settings.sources}\nstore:   {settings.models_dir}", flush=True)
-    chosen = [store.get_style(i).id for i in args.styles] if args.styles else [s.id for s in all_styles()]
+    chosen = [get_style(i).id for i in args.styles] if args.styles else [s.id for s in all_styles()]
     lines: dict[str, str] = {}
     with tqdm(total=len(chosen) * (1 + args.engine), desc=f"{chosen[0]}: converting", file=sys.stderr,
               bar_format="{desc:<40.40}|{bar:24}| {n_fmt}/{total_fmt} steps, {elapsed}") as bar, \
@@ -133,7 +133,7 @@ def cmd_prepare(args: argparse.Namespace) -> int:
         bar.set_description_str("prepared")
     for style_id, line in lines.items():
         print(f"  {style_id:<24} {line}")
-    for name in store.EXTRA_SOURCES:  # the face detector and the segmenter: not styles, no engines
+    for name in EXTRA_SOURCES:  # the face detector and the segmenter: not styles, no engines
         print(f"  {name:<24} {results[name]}")
     failed = [v for v in [*results.values(), *lines.values()] if v.startswith(("failed", "engine failed"))]
     return 1 if failed else 0
@@ -142,12 +142,13 @@ def cmd_prepare(args: argparse.Namespace) -> int:
 def _prepare_engines(style_id: str, settings: Settings) -> tuple[str, str]:
     """A style's engine line and device line (:func:`anipaint.preparation.prepare_engines`), or why it has no
     engine."""
-    from anipaint import preparation, store
+    from anipaint import preparation
     from anipaint.engine import quiet
+    from anipaint.registry import get_style
 
     quiet.step(style_id, "loading")
     try:
-        return preparation.prepare_engines(store.get_style(style_id), settings)
+        return preparation.prepare_engines(get_style(style_id), settings)
     except Exception as exc:  # noqa: BLE001 - one line for the style; the other styles still get theirs
         return f"engine failed: {type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}", ""
 
@@ -155,7 +156,8 @@ def _prepare_engines(style_id: str, settings: Settings) -> tuple[str, str]:
 def cmd_fetch(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from anipaint import store
+    from anipaint import fetching
+    from anipaint.registry import get_style
 
     settings = _settings(args)
     if args.url and len(args.styles) != 1:
@@ -180,28 +182,28 @@ def cmd_fetch(args: argparse.Namespace) -> int:
         print(f"  {name:<24} {outcome}", flush=True)
 
     if args.url:
-        style = store.get_style(store.candidates_ids(args.styles)[0])
-        store.fetch_style(style, settings, url=args.url, progress=bar_for, convert=True)
+        style = get_style(fetching.candidates_ids(args.styles)[0])
+        fetching.fetch_style(style, settings, url=args.url, progress=bar_for, convert=True)
         report(style.id, "ok")
         return 0
-    results = store.fetch(args.styles or None, settings, progress=bar_for, on_result=report)
+    results = fetching.fetch(args.styles or None, settings, progress=bar_for, on_result=report)
     return 1 if any(v.startswith("failed") for v in results.values()) else 0
 
 
 def cmd_add(args: argparse.Namespace) -> int:
-    from anipaint import sources, store
+    from anipaint import fetching, sources
 
     settings = _settings(args)
     style_id = args.style or sources.style_for_file(Path(args.file))
     if style_id is None:
         raise AnipaintError(f"cannot tell which style {Path(args.file).name} is; name it with --style")
-    path = store.add_local(style_id, Path(args.file), settings)
+    path = fetching.add_local(style_id, Path(args.file), settings)
     print(f"{style_id}: {args.file} → {path}; ready")
     return 0
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from anipaint import store
+    from anipaint import availability
     from anipaint.service.server import serve
 
     settings = _settings(args)
@@ -209,7 +211,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         settings = dataclasses.replace(settings, commercial_only=True)
     if not settings.broker_url:  # a web process for remote workers paints nothing itself
         try:
-            store.resolve(None, settings)
+            availability.resolve(None, settings)
         except LicenceError:
             raise  # commercial-only mode with nothing to offer: its own sentence says so
         except AnipaintError:
@@ -219,10 +221,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def _missing_default(settings: Settings) -> str:
-    from anipaint import sources, store
-    from anipaint.registry import candidates
+    from anipaint import sources
+    from anipaint.registry import candidates, get_style
 
-    style = store.get_style(candidates(settings.default_style)[0])
+    style = get_style(candidates(settings.default_style)[0])
     cure = f"run `anipaint models fetch {style.id}` first"
     if not sources.downloadable(style, settings):
         cure = f"no public origin is known for it: set ANIPAINT_MIRROR and run `anipaint models fetch {style.id}`"

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from anipaint import imaging, postprocess, preprocess, segmentation, store
+from anipaint import availability, helper_models, imaging, postprocess, preprocess, segmentation, store
 from anipaint.engine import Engine
 from anipaint.errors import ModelStoreError, OptionError
 from anipaint.faces import blend as face_pass
@@ -98,7 +98,8 @@ class Painter:
         """Paint a picture with ``options`` (:class:`PaintOptions`; keyword arguments name its fields and override
         them). A style named in the options must be this painter's."""
         asked = replace(options, **fields) if options is not None else PaintOptions(**fields)
-        if asked.style not in (None, self.style.id) and store.resolve(asked.style, self.settings).id != self.style.id:
+        if (asked.style not in (None, self.style.id)
+                and availability.resolve(asked.style, self.settings).id != self.style.id):
             raise OptionError(f"this painter paints {self.style.id}, not {asked.style}: use get_painter(style)")
         return self._paint(image, asked.settled(self.settings), progress or (lambda stage, fraction: None))
 
@@ -149,7 +150,7 @@ class Painter:
         self, work: preprocess.WorkImage, painted: np.ndarray, face_style: str | None, portrait: bool
     ) -> tuple[np.ndarray, int | None]:
         """The face pass or portrait mode over ``painted``, and how many faces were found (None: no detector)."""
-        model = store.prepare_face_detector(self.settings)
+        model = helper_models.prepare_face_detector(self.settings)
         if model is None:  # no detector model available: paint without the face pass
             if portrait:
                 raise ModelStoreError("portrait mode needs the face detector (face/face_detection_yunet_*.onnx)")
@@ -187,7 +188,7 @@ def loaded_painter(style_id: str, settings: Settings) -> Painter | None:
 def get_painter(style: str | None = None, settings: Settings | None = None) -> Painter:
     """The shared painter for a style id or alias (default: settings.default_style)."""
     s = settings if settings is not None else get_settings()
-    resolved = store.resolve(style, s)
+    resolved = availability.resolve(style, s)
     key = (resolved.id, str(s.home))
     with _painters_lock:
         painter = _painters.get(key)

@@ -26,7 +26,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
-from anipaint import store
+from anipaint import availability, store
 from anipaint.registry import Style, get_style
 from anipaint.settings import Settings, get_settings, settings_from_env, to_env
 
@@ -110,7 +110,7 @@ def style_states(settings: Settings | None = None, preparer: Preparer | None = N
 
     s = settings if settings is not None else get_settings()
     out: list[StyleState] = []
-    for st in store.style_status(s):
+    for st in availability.style_status(s):
         style = st.style
         failed = preparer.failures.get(style.id) if preparer else None
         if not st.available:
@@ -135,7 +135,7 @@ def style_states(settings: Settings | None = None, preparer: Preparer | None = N
 
 def plan(settings: Settings, first: str | None = None) -> list[tuple[str, str]]:
     """The steps still to do, (``convert`` | ``optimise``, style id): ``first`` style first, one style at a time."""
-    statuses = [st for st in store.style_status(settings) if st.available]
+    statuses = [st for st in availability.style_status(settings) if st.available]
     statuses.sort(key=lambda st: st.style.id != first)
     steps: list[tuple[str, str]] = []
     for st in statuses:

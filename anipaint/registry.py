@@ -1,7 +1,7 @@
 """The style table: one row per style, the only place that knows style ids, sources and licences.
 
 Each style's ``licence`` is a row of the licence table (:mod:`anipaint.licences`): its id, terms and origin
-decide whether a commercial-only installation offers the style (see :func:`anipaint.store.resolve`).
+decide whether a commercial-only installation offers the style (see :func:`anipaint.availability.resolve`).
 
 A style's ``architecture`` names its row in the table of architectures (:mod:`anipaint.networks.architectures`:
 how its network is built and run) and ``importer`` the converter that turns its source files into the model

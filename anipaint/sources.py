@@ -2,7 +2,7 @@
 
 ``locate_source`` finds a file already on this machine; ``fetch_source`` downloads one from its public origin (or
 ``settings.mirror``) into ``<home>/downloads``, resumed and checked against its sha256 (:mod:`anipaint.downloads`).
-Converting what was fetched is the store's job (:mod:`anipaint.store`).
+Fetching a whole style and converting what was fetched is :mod:`anipaint.fetching`'s job.
 """
 
 from __future__ import annotations

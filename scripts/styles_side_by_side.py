@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageDraw
 
-from anipaint import get_painter, store
+from anipaint import availability, get_painter
 from anipaint.settings import get_settings
 
 
@@ -65,7 +65,7 @@ def main() -> None:
     inputs = {name: labelled(p.copy().resize(_fit(p, args.size)), f"{name}: input") for name, p in photos.items()}
     sheet_rows = [row(list(inputs.values()))]
     wanted = {s.strip() for s in args.styles.split(",") if s.strip()}
-    for status in store.style_status(settings):
+    for status in availability.style_status(settings):
         if wanted and status.style.id not in wanted:
             continue
         if not status.available:

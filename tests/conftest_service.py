@@ -36,10 +36,10 @@ def free_port() -> int:
 
 def fast_style() -> str:
     """The quickest style available here (v3-cute), else the first available one."""
-    from anipaint import store
+    from anipaint import availability
     from anipaint.settings import reload_settings
 
-    usable = [st.style.id for st in store.style_status(reload_settings()) if st.available]
+    usable = [st.style.id for st in availability.style_status(reload_settings()) if st.available]
     assert usable, "no style is available in the test model store"
     return "v3-cute" if "v3-cute" in usable else usable[0]
 
@@ -270,7 +270,7 @@ def resized_photo(side: int, quality: int = 85) -> bytes:
 def commercial_only_server(workdir: Path) -> Iterator[Server]:
     """A server in commercial-only mode, once it answers; ready too if any commercially licensed style is here
     (with none, its default style cannot load, so /readyz stays 503 and says why)."""
-    from anipaint import store
+    from anipaint import availability
     from anipaint.settings import reload_settings
 
     server = Server(workdir, commercial_only=1)
@@ -282,6 +282,6 @@ def commercial_only_server(workdir: Path) -> Iterator[Server]:
                     break
             time.sleep(0.25)
         settings = dataclasses.replace(reload_settings(), commercial_only=True)
-        yield server.wait_ready() if any(st.available for st in store.style_status(settings)) else server
+        yield server.wait_ready() if any(st.available for st in availability.style_status(settings)) else server
     finally:
         server.stop()

@@ -13,7 +13,7 @@ import pytest
 import torch
 from PIL import Image
 
-from anipaint import store
+from anipaint import helper_models, store
 from anipaint.engine import backends, load_network
 from anipaint.engine.tensors import batch_from_tensor
 from anipaint.faces import get_face_detector
@@ -43,7 +43,7 @@ def face_model(prepared_store, engine_builds):
 def crops(sources, group_photo: Image.Image, astronaut: Image.Image) -> list[np.ndarray]:
     """Aligned 512 px crops (RGB uint8) of every face in the group photo and the astronaut."""
     settings = get_settings()
-    detector = get_face_detector(settings, store.prepare_face_detector(settings))
+    detector = get_face_detector(settings, helper_models.prepare_face_detector(settings))
     out = []
     for photo in (np.asarray(group_photo), np.asarray(astronaut)):
         out.extend(align_face(photo, face, 512)[0] for face in detector.detect(photo))

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from anipaint import store
+from anipaint import availability, fetching
 from anipaint.errors import ModelStoreError
 from anipaint.registry import Source, get_style
 from anipaint.settings import Settings
@@ -147,7 +147,7 @@ def test_without_a_mirror_a_file_with_no_known_origin_is_named(tmp_path):
     settings = Settings(home=tmp_path / "home", sources=tmp_path / "none", mirror="")
     style = get_style("v3-cute")
     with pytest.raises(ModelStoreError, match="no public origin"):
-        store.fetch_style(style, settings)
+        fetching.fetch_style(style, settings)
 
 
 def test_a_savedmodel_style_comes_as_several_files(tmp_path, sources):
@@ -157,24 +157,24 @@ def test_a_savedmodel_style_comes_as_several_files(tmp_path, sources):
         pytest.skip("CartoonGAN sources not here")
     settings = Settings(home=tmp_path / "home", sources=tmp_path / "none")
     with serving(sources) as mirror:
-        paths = store.fetch_style(style, dataclasses.replace(settings, mirror=mirror.url))
+        paths = fetching.fetch_style(style, dataclasses.replace(settings, mirror=mirror.url))
     assert len(paths) == len(style.sources) >= 3
     for src, path in zip(style.sources, paths, strict=True):
         assert path == settings.home / "downloads" / src.path and sha256(path) == src.sha256
     assert any("/variables/" in src.path for src in style.sources)
-    status = {st.style.id: st for st in store.style_status(settings)}[style.id]
+    status = {st.style.id: st for st in availability.style_status(settings)}[style.id]
     assert status.available and not status.prepared
 
 
 def test_fetch_without_names_gets_every_style_and_the_helper_models(tmp_path, sources):
     settings = Settings(home=tmp_path / "home", sources=tmp_path / "none")
     with serving(sources) as mirror:
-        results = store.fetch(None, dataclasses.replace(settings, mirror=mirror.url))
+        results = fetching.fetch(None, dataclasses.replace(settings, mirror=mirror.url))
     assert results["face-detector"] == "ok" and results["segmenter"] == "ok"
     for style_id, outcome in results.items():
         if style_id.startswith("v2-") and style_id != "v2-hayao":  # the port's files are not in the sources
             assert outcome.startswith("failed") and "HTTP 404" in outcome
         else:
             assert outcome == "ok", (style_id, outcome)
-    usable = {st.style.id for st in store.style_status(settings) if st.available}
+    usable = {st.style.id for st in availability.style_status(settings) if st.available}
     assert {"v3-hayao", "v2-hayao", "v1-paprika", "whitebox"} <= usable

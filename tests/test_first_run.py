@@ -19,6 +19,7 @@ import pytest
 from PIL import Image
 
 from anipaint import store
+from anipaint.registry import get_style
 from anipaint.settings import reload_settings
 from conftest import seed_builds
 from conftest_service import photo_bytes, running_server
@@ -47,7 +48,7 @@ def test_the_page_paints_first_and_the_style_then_moves_to_its_fast_engine(tmp_p
     src = tmp_path / "sources"
     (src / "animegan2-pytorch").mkdir(parents=True)
     # A real port-format file: the converted v2 Hayao state dict under the port's key names.
-    shutil.copy(store.artefact_path(store.get_style("v2-hayao"), reload_settings()),
+    shutil.copy(store.artefact_path(get_style("v2-hayao"), reload_settings()),
                 src / "animegan2-pytorch" / "face_paint_512_v2.pt")
     (src / "animeganv3").mkdir()
     shutil.copy(sources / "animeganv3" / "AnimeGANv3_tiny_Cute.onnx", src / "animeganv3")

@@ -15,7 +15,7 @@ import sys
 import numpy as np
 import pytest
 
-from anipaint import get_painter, store
+from anipaint import availability, get_painter
 from anipaint.errors import LicenceError
 from anipaint.licences import LICENCE_IDS, LICENCES
 from anipaint.registry import all_styles, get_style
@@ -70,19 +70,19 @@ def test_commercial_only_refuses_every_other_style_by_its_licence(prepared_store
             get_painter(style_id, settings)
     with pytest.raises(LicenceError, match="non-commercial"):
         get_painter("hayao", settings)  # an alias whose every candidate is non-commercial
-    offered = [st.style.id for st in store.style_status(settings)]
+    offered = [st.style.id for st in availability.style_status(settings)]
     assert offered == COMMERCIAL  # today's table may have none: then nothing at all is offered
 
 
 def test_default_style_falls_back_to_an_offered_one(prepared_store) -> None:
     settings = _commercial_settings()
-    usable = [st.style.id for st in store.style_status(settings) if st.available]
+    usable = [st.style.id for st in availability.style_status(settings) if st.available]
     if usable:
-        assert store.resolve(None, settings).id == usable[0]
+        assert availability.resolve(None, settings).id == usable[0]
     else:
         with pytest.raises(LicenceError, match="no style available here is cleared for commercial use"):
-            store.resolve(None, settings)
-    assert store.resolve(None, reload_settings()).id == reload_settings().default_style  # off: unchanged
+            availability.resolve(None, settings)
+    assert availability.resolve(None, reload_settings()).id == reload_settings().default_style  # off: unchanged
 
 
 def test_cli_lists_only_offered_styles_and_refuses_the_rest_with_the_library_sentence(prepared_store, tmp_path):

@@ -129,7 +129,7 @@ def test_the_stateful_phase_follows_the_links_with_real_ids(slim, schemathesis_r
 
 
 def test_the_style_enums_list_what_this_server_paints(slim) -> None:
-    from anipaint import store
+    from anipaint import availability
     from anipaint.settings import reload_settings
 
     document = slim.client.get("/openapi.json").json()
@@ -146,20 +146,20 @@ def test_the_style_enums_list_what_this_server_paints(slim) -> None:
     for name in paint_form(document, "/predict")["style"]["enum"]:
         res = slim.client.post("/predict", files={"image": ("p.png", small_png(), "image/png")}, data={"style": name})
         assert res.status_code == 200, (name, res.text)
-    missing = next(st.style.id for st in store.style_status(reload_settings()) if st.style.id not in here)
+    missing = next(st.style.id for st in availability.style_status(reload_settings()) if st.style.id not in here)
     res = slim.client.post("/predict", files={"image": ("p.png", small_png(), "image/png")}, data={"style": missing})
     assert res.status_code == 400 and missing in res.json()["detail"]
     assert "400" in document["paths"]["/predict"]["post"]["responses"]
 
 
 def test_the_full_store_lists_its_available_styles_only(prepared_store) -> None:
-    from anipaint import store
+    from anipaint import availability
     from anipaint.service.app import create_app
     from anipaint.settings import reload_settings
 
     settings = reload_settings()
     document = create_app(settings).openapi()
-    ids = {st.style.id for st in store.style_status(settings) if st.available}
+    ids = {st.style.id for st in availability.style_status(settings) if st.available}
     enum = set(paint_form(document, "/api/jobs")["style"]["enum"])
     assert enum - set(ALIASES) == ids
     if "v2-celeba-distill" not in ids:  # its .pt file is not in the sources folder

@@ -14,7 +14,7 @@ import pytest
 from face_metrics import grad, seam_gradient
 from PIL import Image
 
-from anipaint import preprocess, segmentation, store
+from anipaint import availability, helper_models, preprocess, segmentation
 from anipaint.errors import OptionError
 from anipaint.faces import blend, get_face_detector
 from anipaint.faces.portrait import person_mask, portrait_mask
@@ -45,7 +45,7 @@ def segment(sources):
 @pytest.fixture(scope="module")
 def detector(sources):
     settings = get_settings()
-    return get_face_detector(settings, store.prepare_face_detector(settings))
+    return get_face_detector(settings, helper_models.prepare_face_detector(settings))
 
 
 class Run:
@@ -136,7 +136,7 @@ def test_no_face_is_the_plain_style(painter):
 
 def test_faces_under_min_size_left_to_the_plain_style(sources):
     settings = dataclasses.replace(get_settings(), face_min_size=200)  # the faces are ~110-130 px wide
-    strict = Painter(store.resolve(STYLE, settings), settings)
+    strict = Painter(availability.resolve(STYLE, settings), settings)
     photo = Image.open(GROUP_PHOTO)
     result = strict.paint_result(photo, portrait=True)
     assert result.faces_found == 0

@@ -11,7 +11,7 @@ import pytest
 import skimage.data
 from PIL import Image
 
-from anipaint import store
+from anipaint import helper_models
 from anipaint.faces import blend, get_face_detector
 from anipaint.settings import get_settings
 from conftest import GROUP_PHOTO
@@ -47,7 +47,7 @@ def test_predict_portrait_restyles_the_faces_of_a_group(server, group, prepared_
     assert body["faces_found"] >= 2, body
     photo = np.asarray(Image.open(io.BytesIO(group)).convert("RGB"))
     settings = get_settings()
-    faces = get_face_detector(settings, store.prepare_face_detector(settings)).detect(photo)
+    faces = get_face_detector(settings, helper_models.prepare_face_detector(settings)).detect(photo)
     assert len(faces) == body["faces_found"]
     diff = np.abs(portrait.astype(np.float32) - plain).mean(axis=2)
     for face in faces:

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from anipaint import store
+from anipaint import availability, fetching, stamp, store
 from anipaint.errors import ModelStoreError, StyleError
+from anipaint.registry import get_style
 from anipaint.settings import get_settings
 from mirror import serving
 
@@ -26,27 +27,27 @@ def test_prepare_twice_is_a_no_op(tmp_path, sources):
     s = _settings(tmp_path / "home")
     first = store.prepare(["v1-paprika"], s)
     assert first["v1-paprika"] == "ok"
-    artefact = store.artefact_path(store.get_style("v1-paprika"), s)
-    stamp = artefact.stat().st_mtime_ns
+    artefact = store.artefact_path(get_style("v1-paprika"), s)
+    mtime = artefact.stat().st_mtime_ns
     second = store.prepare(["v1-paprika"], s)
     assert second["v1-paprika"] == "ok"
-    assert artefact.stat().st_mtime_ns == stamp  # not converted again
-    assert store.is_prepared(store.get_style("v1-paprika"), s)
+    assert artefact.stat().st_mtime_ns == mtime  # not converted again
+    assert store.is_prepared(get_style("v1-paprika"), s)
 
 
 def test_artefacts_converted_by_other_code_are_rebuilt(tmp_path, sources, monkeypatch):
     """A store made by an older anipaint (other importer code) is converted again, keeping engine builds."""
     s = _settings(tmp_path / "home")
-    style = store.get_style("v1-paprika")
+    style = get_style("v1-paprika")
     assert store.prepare(["v1-paprika"], s)["v1-paprika"] == "ok"
     engine_dir = store.style_dir(style, s) / "engine"
     engine_dir.mkdir()
     (engine_dir / "kept.pt2").write_bytes(b"build keyed by the artefact's checksum")
-    stamp = store.artefact_path(style, s).stat().st_mtime_ns
-    monkeypatch.setattr(store, "converter_digest", lambda: "0123456789abcdef")  # "the code changed"
+    mtime = store.artefact_path(style, s).stat().st_mtime_ns
+    monkeypatch.setattr(stamp, "converter_digest", lambda: "0123456789abcdef")  # "the code changed"
     assert not store.is_prepared(style, s)
     assert store.prepare(["v1-paprika"], s)["v1-paprika"] == "ok"
-    assert store.artefact_path(style, s).stat().st_mtime_ns != stamp
+    assert store.artefact_path(style, s).stat().st_mtime_ns != mtime
     assert store.is_prepared(style, s)
     assert (engine_dir / "kept.pt2").is_file()
 
@@ -77,20 +78,20 @@ def test_checksum_mismatch_is_reported_not_converted(tmp_path, sources):
     results = store.prepare(["v1-hayao", "v1-shinkai"], s)
     assert results["v1-hayao"].startswith("failed") and "checksum mismatch" in results["v1-hayao"]
     assert results["v1-shinkai"].startswith("skipped")
-    statuses = {st.style.id: st for st in store.style_status(s)}
+    statuses = {st.style.id: st for st in availability.style_status(s)}
     assert not statuses["v1-shinkai"].available and "source missing" in statuses["v1-shinkai"].reason
 
 
 def test_aliases_resolve_to_best_available(tmp_path, sources):
     s = _settings(tmp_path / "home")
-    assert store.resolve("hayao", s).id == "v2-hayao"
-    assert store.resolve("shinkai", s).id == "v1-shinkai"
-    assert store.resolve("paprika", s).id == "v1-paprika"  # the port's paprika.pt is not here
-    assert store.resolve("V1_Strange_Daddy", s).id == "v1-strange-daddy"
+    assert availability.resolve("hayao", s).id == "v2-hayao"
+    assert availability.resolve("shinkai", s).id == "v1-shinkai"
+    assert availability.resolve("paprika", s).id == "v1-paprika"  # the port's paprika.pt is not here
+    assert availability.resolve("V1_Strange_Daddy", s).id == "v1-strange-daddy"
     with pytest.raises(StyleError, match="unknown style"):
-        store.resolve("van-gogh", s)
+        availability.resolve("van-gogh", s)
     with pytest.raises(StyleError, match="not available"):
-        store.resolve("face-paint", s)
+        availability.resolve("face-paint", s)
 
 
 def test_fetch_of_a_port_file_resumes_and_converts(tmp_path, prepared_store):
@@ -101,18 +102,18 @@ def test_fetch_of_a_port_file_resumes_and_converts(tmp_path, prepared_store):
     shutil.copy(prepared_store / "v2-hayao" / "model.pt", site / "face_paint_512_v2.pt")
     size = (site / "face_paint_512_v2.pt").stat().st_size
     s = _settings(tmp_path / "home")
-    style = store.get_style("v2-face-paint-512-v2")
+    style = get_style("v2-face-paint-512-v2")
     with serving(site, cut=("face_paint_512_v2.pt",)) as mirror:
         url = f"{mirror.url}/face_paint_512_v2.pt"
         with pytest.raises(ModelStoreError, match="again to resume"):
-            store.fetch_style(style, s, url=url, timeout=5)
+            fetching.fetch_style(style, s, url=url, timeout=5)
         part = s.home / "downloads" / "animegan2-pytorch" / "face_paint_512_v2.pt.part"
         assert 0 < part.stat().st_size < size
-        [path] = store.fetch_style(style, s, url=url, timeout=5)
+        [path] = fetching.fetch_style(style, s, url=url, timeout=5)
         assert mirror.requested("face_paint_512_v2.pt") == [None, f"bytes={size // 2}-"]
     assert path.read_bytes() == (site / "face_paint_512_v2.pt").read_bytes()
     assert not part.exists()
-    assert store.resolve("face-paint", s).id == "v2-face-paint-512-v2"
+    assert availability.resolve("face-paint", s).id == "v2-face-paint-512-v2"
     from anipaint import get_painter
 
     img = get_painter("v2-face-paint-512-v2", s).paint(_tiny(), faces=False)
@@ -131,7 +132,7 @@ def test_fetch_rejects_a_file_that_is_not_a_port_state_dict(tmp_path):
     torch.save({"conv.weight": torch.zeros(3)}, site / "paprika.pt")
     s = _settings(tmp_path / "home")
     with serving(site) as mirror, pytest.raises(ModelStoreError, match="v2-paprika"):
-        store.fetch_style(store.get_style("v2-paprika"), s, url=f"{mirror.url}/paprika.pt", timeout=5)
+        fetching.fetch_style(get_style("v2-paprika"), s, url=f"{mirror.url}/paprika.pt", timeout=5)
     assert not (s.home / "downloads" / "animegan2-pytorch" / "paprika.pt").exists()
 
 

@@ -145,13 +145,13 @@ def test_segmenter_matches_litert(sources: Path, segmenter_graph: Graph, group_p
 
 def test_load_segmenter_through_the_store(sources: Path, group_photo: Image.Image, astronaut: Image.Image) -> None:
     """The store converts the segmenter once; the loader takes RGB uint8 of any size and finds the people."""
-    from anipaint import store
+    from anipaint import helper_models
     from anipaint.segmentation import load_segmenter
     from anipaint.settings import reload_settings
 
     settings = reload_settings()
-    first = store.prepare_segmenter(settings)
-    assert first is not None and store.prepare_segmenter(settings) == first
+    first = helper_models.prepare_segmenter(settings)
+    assert first is not None and helper_models.prepare_segmenter(settings) == first
     segment = load_segmenter(settings)
     for name, img in (("group", group_photo), ("astronaut", astronaut)):
         rgb = np.asarray(img.convert("RGB"))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from anipaint import faces, store
+from anipaint import faces, helper_models
 from anipaint.registry import all_styles
 from anipaint.service.thumbnails import SIDE, Thumbnails
 from anipaint.settings import reload_settings
@@ -29,7 +29,7 @@ def test_face_styles_paint_an_aligned_face(thumbs, style) -> None:
     crop = np.asarray(thumbs.sample_for(style))
     assert crop.shape == (SIDE, SIDE, 3)
     settings = reload_settings()
-    found = faces.get_face_detector(settings, store.prepare_face_detector(settings)).detect(crop)
+    found = faces.get_face_detector(settings, helper_models.prepare_face_detector(settings)).detect(crop)
     assert len(found) == 1  # one face, filling the crop as the face pass aligns it
     x, y, w, h = found[0].box
     assert w * h > 0.2 * SIDE * SIDE and abs(x + w / 2 - SIDE / 2) < SIDE / 6

@@ -29,12 +29,12 @@ NEEDS = {"portrait": ("v3-jp-face",), "portrait+background": ("v3-jp-face", "v3-
 def measure(settings: Settings, photo: bytes, style_id: str, modes: list[str], side: int,
             rounds: int) -> tuple[dict[str, list[float]], str]:
     """Seconds per round for each mode (``plain`` always included), and the backend the style painted on."""
-    from anipaint import store
+    from anipaint import helper_models
     from anipaint.faces import get_face_detector
     from anipaint.painter import get_painter
 
     painter = get_painter(style_id, settings).warm()
-    detector = get_face_detector(settings, store.prepare_face_detector(settings))
+    detector = get_face_detector(settings, helper_models.prepare_face_detector(settings))
 
     def run(mode: str):
         def paint() -> None:
@@ -61,9 +61,9 @@ def ratios(per_round: dict[str, list[float]], mode: str) -> list[float]:
 
 def faces_rows(settings: Settings, photo: bytes, rounds: int) -> list[Row]:
     """The default style on the group photo at 512 px: plain, faces on, portrait (where its models are here)."""
-    from anipaint import store
+    from anipaint import helper_models, store
 
-    if store.prepare_face_detector(settings) is None:
+    if helper_models.prepare_face_detector(settings) is None:
         return [Row("faces and portrait", float("nan"), note="no face detector here")]
     portrait = all(store.prepare([s], settings).get(s) == "ok" for s in NEEDS["portrait"])
     modes = ["faces", "portrait"] if portrait else ["faces"]

@@ -177,10 +177,11 @@ def v2_rows(settings, photo: bytes, rounds: int, quick: bool) -> tuple[list[Row]
                         None, None, f"{child['times'][0] / mp:.2f} s/MP vs {per_mp_512:.2f} at 512 px; child process"))
 
     # 5. face enhancement: the group photo with and without
+    from anipaint import helper_models
     from anipaint.painter import get_painter
 
     painter = get_painter(STYLE, settings).warm()
-    if store.prepare_face_detector(settings) is not None:
+    if helper_models.prepare_face_detector(settings) is not None:
         painter.paint(photo, faces=True)
         with_f, without = paired(lambda: painter.paint(photo, faces=True), lambda: painter.paint(photo, faces=False),
                                  rounds)

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from celery import Celery
 
-from anipaint import store
+from anipaint import availability
 from anipaint.preparation import Preparer
 from anipaint.service.jobs import (
     JobInfo,
@@ -200,7 +200,7 @@ def _prepare_in_background(settings: Settings) -> Preparer | None:
     """Start converting, building and measuring what this machine lacks, the default style first."""
     try:
         preparer = Preparer(settings)
-        preparer.start(first=store.resolve(None, settings).id)
+        preparer.start(first=availability.resolve(None, settings).id)
         return preparer
     except Exception:  # noqa: BLE001 - the worker still paints; styles convert on first use
         log.exception("background preparation could not start")

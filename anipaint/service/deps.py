@@ -13,7 +13,7 @@ from fastapi import Depends, File, Form, HTTPException, Request, UploadFile
 from pydantic import BeforeValidator, Field
 from pydantic_core import PydanticCustomError
 
-from anipaint import imaging, scratch, store
+from anipaint import availability, imaging, scratch
 from anipaint.engine import tiling
 from anipaint.errors import ImageError, ImageTooLargeError, LicenceError, OptionError, StyleError
 from anipaint.frames import STILLS_ONLY
@@ -159,7 +159,7 @@ def resolve_style(name: str | None, s: Settings, *, background: bool = False) ->
     """The style to paint with (403: refused by its licence here; 400: unknown, unavailable, or a face style asked
     to paint a background)."""
     try:
-        style = store.resolve(name, s)
+        style = availability.resolve(name, s)
         if background:
             check_background(style)
     except LicenceError as exc:
@@ -172,7 +172,7 @@ def resolve_style(name: str | None, s: Settings, *, background: bool = False) ->
 def style_choices(s: Settings) -> dict[str, list[str]]:
     """Each style field's names (ids and aliases) that this server paints now: exactly those resolve_style
     accepts, so the document's enums are what is answered with a picture. Licences (commercial-only mode) and
-    availability come from the store; ``background`` leaves out the face styles."""
+    availability come from :mod:`anipaint.availability`; ``background`` leaves out the face styles."""
     return {
         option.name: [name for name in STYLE_NAMES if _paints(name, s, background=option.name == "background")]
         for option in options() if option.kind == "style"

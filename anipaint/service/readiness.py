@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 
-from anipaint import preparation, store
+from anipaint import availability, helper_models, preparation, store
 from anipaint.settings import Settings
 
 log = logging.getLogger("anipaint.service")
@@ -43,7 +43,7 @@ class Readiness:
 
         s = self.settings
         try:
-            style = store.resolve(None, s)
+            style = availability.resolve(None, s)
             self.style_id = style.id
             if not self.warm:
                 self.ready, self.state = True, "ready"
@@ -51,7 +51,7 @@ class Readiness:
             self.state = f"preparing the {style.id} model"
             store.prepare_style(style, s)
             if s.faces:
-                store.prepare_face_detector(s)
+                helper_models.prepare_face_detector(s)
             self.state = f"loading the {style.id} model"
             get_painter(style.id, s).warm()
             self.ready, self.state = True, "ready"

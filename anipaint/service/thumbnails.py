@@ -85,9 +85,9 @@ class Thumbnails:
         sample = self.sample()
         if not style.paints_faces_only:
             return sample
-        from anipaint import faces, store
+        from anipaint import faces, helper_models
 
-        model = store.prepare_face_detector(self.settings)
+        model = helper_models.prepare_face_detector(self.settings)
         photo = np.asarray(self._photo if self._photo is not None else sample)
         found = faces.get_face_detector(self.settings, model).detect(photo) if model is not None else []
         if not found:

@@ -16,7 +16,7 @@ from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import FileResponse
 from pydantic import BaseModel, Field
 
-from anipaint import store
+from anipaint import availability
 from anipaint.engine import device_models
 from anipaint.service.deps import SettingsDep
 from anipaint.service.models import responses
@@ -51,7 +51,7 @@ class DeviceStyleOut(BaseModel):
 def manifest(s: Settings) -> list[dict]:
     runtime = (RUNTIME / "ort.min.mjs").is_file()
     out = []
-    for st in store.style_status(s):
+    for st in availability.style_status(s):
         style = st.style
         row: dict = {"id": style.id, "label": style.label, "on_device": False, "state": "unsupported"}
         reason = device_models.unsupported(style)
@@ -80,7 +80,7 @@ async def device_styles(s: SettingsDep) -> list[dict]:
 
 
 def _find(s: Settings, sha256: str):
-    for st in store.style_status(s):
+    for st in availability.style_status(s):
         if device_models.unsupported(st.style) is None and st.prepared:
             model = device_models.read(st.style, s)
             if model is not None and model.sha256 == sha256:

@@ -7,8 +7,9 @@ import asyncio
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import Response
 
-from anipaint import __version__, store
+from anipaint import __version__, availability
 from anipaint.errors import LicenceError, StyleError
+from anipaint.registry import get_style
 from anipaint.service.deps import SettingsDep
 from anipaint.service.models import ConfigOut, StyleOut, png_response, responses
 from anipaint.settings import Settings
@@ -18,7 +19,7 @@ router = APIRouter(tags=["styles"])
 
 def default_style_id(s: Settings) -> str | None:
     try:
-        return store.resolve(None, s).id
+        return availability.resolve(None, s).id
     except StyleError:
         return None
 
@@ -55,10 +56,10 @@ async def styles(request: Request, s: SettingsDep) -> list[dict]:
     responses={**png_response(), **responses(401, 403, 404, 429)},
 )
 async def thumbnail(style_id: str, request: Request, s: SettingsDep) -> Response:
-    found = [st for st in await asyncio.to_thread(store.style_status, s) if st.style.id == style_id]
+    found = [st for st in await asyncio.to_thread(availability.style_status, s) if st.style.id == style_id]
     if not found:
         try:
-            store.refuse_unoffered(store.get_style(style_id), s)
+            availability.refuse_unoffered(get_style(style_id), s)
         except LicenceError as exc:
             raise HTTPException(403, str(exc)) from None
         except StyleError:
