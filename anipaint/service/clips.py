@@ -23,6 +23,20 @@ from anipaint.settings import Settings
 
 ClipKind = Literal["video", "animation"]
 FrameProgress = Callable[[int, int], None]
+
+# The videos the page offers to choose (its file input's accept list and its hint; tests/test_phone_formats.py
+# holds index.html and i18n.js to these): the containers looks_like_video() recognises, as browsers name them.
+# Animated GIF, WebP and APNG are pictures to a browser, so imaging.ACCEPT already lets them in.
+VIDEO_FORMATS = (
+    imaging.Format("MP4", "MP4", ("video/mp4",), (".mp4", ".m4v")),
+    imaging.Format("MOV", "MOV", ("video/quicktime",), (".mov",)),
+    imaging.Format("WEBM", "WebM", ("video/webm",), (".webm",)),
+)
+VIDEO_NAMES = ", ".join(f.label for f in VIDEO_FORMATS[:-1]) + " or " + VIDEO_FORMATS[-1].label
+VIDEO_ACCEPT = ",".join([m for f in VIDEO_FORMATS for m in f.mime_types]
+                        + [x for f in VIDEO_FORMATS for x in f.suffixes])
+
+
 @dataclass(frozen=True)
 class PaintedClip:
     data: bytes

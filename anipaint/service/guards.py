@@ -21,9 +21,11 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from anipaint.settings import Settings
 
+# media-src: the page plays the chosen video and the painted one from blob: URLs.
 PAGE_CSP = (
-    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' blob: data:; connect-src 'self'; "
-    "worker-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' blob: data:; media-src 'self' blob:; "
+    "connect-src 'self'; worker-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; "
+    "frame-ancestors 'none'"
 )
 # The scripts that run WebAssembly (the device painter's worker and ONNX Runtime Web's files, which run in that
 # worker and its threads) may compile it; a worker takes its policy from its own script's answer, so the page and

@@ -68,6 +68,8 @@ class ConfigOut(BaseModel):
     max_upload_bytes: int
     max_pixels: int
     max_side: int
+    video_max_bytes: int = Field(description="A video or animated picture's upload limit (POST /api/jobs).")
+    video_max_seconds: float = Field(description="A video's length limit, in seconds.")
     default_style: str | None
     faces: bool
     commercial_only: bool = Field(description="Only styles whose licence allows commercial use are offered.")

@@ -82,6 +82,8 @@ async def config(s: SettingsDep) -> dict:
         "max_upload_bytes": s.max_upload_bytes,
         "max_pixels": s.max_pixels,
         "max_side": s.max_side,
+        "video_max_bytes": s.video_max_bytes,
+        "video_max_seconds": s.video_max_seconds,
         "default_style": default_style_id(s),
         "faces": s.faces,
         "commercial_only": s.commercial_only,
