@@ -21,6 +21,7 @@ from PIL import Image, features
 from anipaint import convert_cli, imaging, video
 from anipaint.errors import ImageError
 from anipaint.imaging import load_image
+from anipaint.service import clips
 from conftest import REPO, SAMPLES
 from conftest_service import InProcessServer, fast_style, in_process_server
 
@@ -134,11 +135,17 @@ def test_every_list_of_formats_follows_from_the_allowlist() -> None:
     static = REPO / "anipaint" / "service" / "static"
     page = (static / "index.html").read_text()
     file_input = re.search(r'<input[^>]*id="file-input"[^>]*>', page).group(0)
-    assert f'accept="{imaging.ACCEPT}"' in file_input
-    assert f"{imaging.FORMAT_NAMES} · up to" in page
+    # The pictures, then the videos /api/jobs takes (animated pictures are among the pictures).
+    assert f'accept="{imaging.ACCEPT},{clips.VIDEO_ACCEPT}"' in file_input
+    assert f"{imaging.FORMAT_NAMES} · up to" in page and f"Videos: {clips.VIDEO_NAMES}, or an animated" in page
     strings = (static / "i18n.js").read_text()
     assert f'"drop.limit": "{imaging.FORMAT_NAMES} · up to {{mb}} MB"' in strings
     assert "、".join(f.label for f in imaging.READABLE) in strings
+    assert f'"drop.clip": "Videos: {clips.VIDEO_NAMES}, or an animated GIF, WebP or PNG' in strings
+    assert "、".join(f.label for f in clips.VIDEO_FORMATS) in strings
+    video_suffixes = [suffix for f in clips.VIDEO_FORMATS for suffix in f.suffixes]
+    assert {convert_cli.kind_of(Path("clip" + suffix)) for suffix in video_suffixes} == {"video"}
+    assert clips.clip_of((SAMPLES / "realshort.mp4").read_bytes()) == "video"
     assert _one_line(REPO / "README.md").count(imaging.FORMAT_NAMES) >= 2
     assert {convert_cli.kind_of(Path("photo" + suffix)) for suffix in imaging.SUFFIXES} == {"picture"}
     assert not {"EPS", "PS", "PDF"} & set(imaging.FORMATS)

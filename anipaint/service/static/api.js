@@ -2,10 +2,13 @@
 // preview of a photo this browser cannot decode, and `serverPainter`, which paints through the job queue. A
 // painter is any object with
 //
-//   paint(file, options, onProgress, signal) → Promise<{blob, width, height, style, facesFound, engine}>
+//   paint(file, options, onProgress, signal) → Promise<{blob, width, height, style, facesFound, engine,
+//                                                       mediaType, frames}>
 //
-// `options` as job.js's paintOptions() builds them; onProgress({stage, progress 0…1, position, waiting}) as it
-// goes (waiting: in a queue, not painting yet); the promise rejects with a PaintError (its `reason` one of
+// `options` as job.js's paintOptions() builds them; onProgress({stage, progress 0…1, position, waiting, frame,
+// frames, eta}) as it goes (waiting: in a queue, not painting yet; a clip's frames painted, its frames (0: not
+// known) and the seconds left); `frames` in the answer only for a video or animated picture, whose `blob` is
+// the MP4 or animated picture of type `mediaType`. The promise rejects with a PaintError (its `reason` one of
 // REASONS) and stops when `signal` aborts. devicePainter.js paints on this device behind the same interface.
 
 const POLL_MS = 400;
@@ -81,6 +84,7 @@ function form(file, options) {
   body.append("portrait", options.portrait ? "true" : "false");
   if (options.background) body.append("background", options.background);
   if (options.strength < 1) body.append("strength", String(options.strength));
+  if (options.temporal != null) body.append("temporal", options.temporal ? "true" : "false");
   return body;
 }
 
@@ -141,7 +145,8 @@ export const serverPainter = {
     if (!png || !png.ok) throw new PaintError(png && png.status === 404 ? "gone" : "network");
     return {
       blob: await png.blob(), width: info.width, height: info.height, style: info.style,
-      facesFound: info.faces_found || 0, engine: info.engine,
+      facesFound: info.faces_found || 0, engine: info.engine, mediaType: info.media_type || "image/png",
+      frames: info.frames || 0,
     };
   },
 };
@@ -149,5 +154,8 @@ export const serverPainter = {
 // "done" still reads as running: the picture is fetched and decoded after the job reports done.
 function progressOf(info) {
   const stage = info.status === "queued" ? "queued" : info.stage || info.status;
-  return { stage, progress: info.progress || 0, position: info.position || 0, waiting: info.status === "queued" };
+  return {
+    stage, progress: info.progress || 0, position: info.position || 0, waiting: info.status === "queued",
+    frame: info.frame || 0, frames: info.frames || 0, eta: info.eta_seconds ?? null,
+  };
 }

@@ -7,13 +7,15 @@
 //   deviceMode.js  the "Paint on this device" switch, what the device can paint, what needs the server
 //   offline.js  the service worker that keeps the page and the device models for offline use
 //   styles.js   the styles, thumbnails, the choice, the background select
-//   photo.js    choosing, dropping and pasting the photo
+//   photo.js    choosing, dropping and pasting the photo (or video)
+//   clip.js     videos and animated pictures: telling one, what does not apply to it, playing the painted one
 //   job.js      the paint options, one paint through a painter, its progress, cancel
 //   compare.js  before/after, style strength (blend.js mixes in L*a*b*), the download
 //   messages.js the message box
 // This module makes the store, wires the controls that are not any one module's and starts everything.
 
 import { getConfig, isReady, serverPainter } from "./api.js";
+import { watchClip } from "./clip.js";
 import { commitStrength, setSplit, setStrength, watchResult } from "./compare.js";
 import { devicePainter } from "./devicePainter.js";
 import { initialDevice, watchDevice } from "./deviceMode.js";
@@ -36,11 +38,11 @@ function setOption(name, value) {
 }
 
 // The switches and the size picker are drawn from state.options, and write to it; on the device, faces and anime
-// faces show off (as painted), and come back as they were on the server.
+// faces show off (as painted), and come back as they were on the server; so do anime faces for a clip.
 function watchOptions() {
-  store.watch((s) => [s.options, s.device.on], (s) => {
+  store.watch((s) => [s.options, s.device.on, s.clip], (s) => {
     $("faces").checked = s.options.faces && !s.device.on;
-    $("portrait").checked = s.options.portrait && !s.device.on;
+    $("portrait").checked = s.options.portrait && !s.device.on && !s.clip;
     const size = document.querySelector(`input[name="size"][value="${s.options.size}"]`);
     if (size) size.checked = true;
   });
@@ -99,6 +101,7 @@ watchStyles(store);
 watchOptions();
 watchDevice(store);
 watchPhoto(store);
+watchClip(store);
 watchJob(store);
 watchResult(store);
 watchMessage(store);

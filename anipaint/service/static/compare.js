@@ -1,5 +1,6 @@
 // The result: before/after compare slider, style strength (re-blended here, no request), the download link that
 // follows it, and the line under it. All drawn from state.result, state.split, state.strength, state.download.
+// A painted clip (result.clip) has no slider or strength: clip.js plays it; the download and the line are here.
 
 import { mix, toLab } from "./blend.js";
 import { translate } from "./i18n.js";
@@ -65,10 +66,10 @@ export function dropResult(state, keep) {
 
 function drawCompare(s) {
   const r = s.result;
-  $("compare").hidden = !r;
   $("result-actions").hidden = !r;
-  $("strength-row").hidden = !r;
-  if (!r) return;
+  $("compare").hidden = !r || Boolean(r.clip);
+  $("strength-row").hidden = !r || Boolean(r.clip);
+  if (!r || r.clip) return;
   $("before").src = r.beforeUrl;
   $("compare").style.aspectRatio = `${r.width} / ${r.height}`;
   const canvas = $("after");
@@ -78,7 +79,7 @@ function drawCompare(s) {
 }
 
 function drawSplit(s) {
-  if (!s.result) return;
+  if (!s.result || s.result.clip) return;
   const v = s.split;
   if (Number($("compare-slider").value) !== v) $("compare-slider").value = v;
   $("before").style.clipPath = `inset(0 ${(100 - v).toFixed(2)}% 0 0)`;
@@ -92,7 +93,7 @@ function drawStrength(store) {
   const s = store.state;
   $("strength-value").textContent = `${s.strength}%`;
   if (Number($("strength").value) !== s.strength) $("strength").value = s.strength;
-  if (!s.result || frame) return;
+  if (!s.result || s.result.clip || frame) return;
   frame = requestAnimationFrame(() => {
     frame = 0;
     const { result, strength } = store.state;
@@ -113,15 +114,20 @@ function drawInfo(s) {
   if (!r) return;
   const t = (key, vars) => translate(s.lang, key, vars);
   const faces = r.portrait ? ` · ${t("result.faces", { n: r.facesFound })}` : "";
+  const frames = r.clip ? ` · ${t("result.frames", { n: r.frames })}` : "";
   const info = { style: styleName(s, r.style), w: r.width, h: r.height, s: r.seconds };
   const where = r.where === "device" ? t("result.device", { ep: EP_NAMES[r.engine] || r.engine }) : t("result.server");
-  $("result-info").textContent = `${t("result.info", info)}${faces} · ${where}`;
+  $("result-info").textContent = `${t("result.info", info)}${frames}${faces} · ${where}`;
 }
 
+// The link and its label name the file it saves: "Download PNG", "Download MP4", "Download GIF"…
 function drawDownload(s) {
-  if (!s.download) return;
-  $("download").href = s.download.href;
-  $("download").download = s.download.name;
+  const d = s.download;
+  const type = d ? d.name.slice(d.name.lastIndexOf(".") + 1).toUpperCase() : "PNG";
+  $("download-label").textContent = translate(s.lang, "download", { type });
+  if (!d) return;
+  $("download").href = d.href;
+  $("download").download = d.name;
 }
 
 export function watchResult(store) {
@@ -129,5 +135,5 @@ export function watchResult(store) {
   store.watch((s) => [s.result, s.split], drawSplit);
   store.watch((s) => [s.result, s.strength], () => drawStrength(store));
   store.watch((s) => [s.lang, s.result, s.styles], drawInfo);
-  store.watch((s) => [s.download], drawDownload);
+  store.watch((s) => [s.lang, s.download], drawDownload);
 }

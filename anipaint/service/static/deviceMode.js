@@ -7,6 +7,7 @@
 // paints faster and does what the device cannot (face enhancement, anime faces, pictures over 1024 px). Privacy
 // and painting offline are worth that to those who ask for them, not a surprise download for everyone else.
 
+import { STILLS_ONLY } from "./clip.js";
 import { MAX_DEVICE_SIDE, deviceManifest, deviceSupport } from "./device.js";
 import { translate } from "./i18n.js";
 
@@ -38,6 +39,10 @@ export function deviceBlock(state, id) {
   return line(row.state === "not_ready" ? t("device.notReady") : row.reason);
 }
 
+// A video or animated picture is painted on the server only (a frame at a time, steady along the motion): while
+// the switch is on, one is refused with a line that offers to turn the switch off, never uploaded quietly.
+export const clipRefused = (state) => Boolean(state.device.on && state.clip);
+
 export function setDevice(store, on) {
   try { localStorage.setItem(KEY, on ? "on" : "off"); } catch (_) { /* not remembered */ }
   store.update((s) => ({
@@ -65,7 +70,8 @@ function drawSwitch(s) {
   toggle.checked = d.on;
   toggle.disabled = Boolean(d.support);
   $("device-hint").textContent = d.support ? t("opt.device.unsupported", { why: d.support }) : t("opt.device.hint");
-  for (const id of SERVER_ONLY) $(id).disabled = d.on;
+  // Greyed here for a clip too (clip.js says why), so that one view decides each control.
+  for (const id of SERVER_ONLY) $(id).disabled = d.on || (Boolean(s.clip) && STILLS_ONLY.includes(id));
   $("size-original").nextElementSibling.title = d.on ? t("opt.original.device", { n: MAX_DEVICE_SIDE }) : "";
 }
 
@@ -79,11 +85,12 @@ function drawNote(s) {
   const note = $("device-note");
   note.textContent = lines.join("\n");
   note.hidden = !lines.length;
+  $("device-clip").hidden = !clipRefused(s);
 }
 
 export function watchDevice(store) {
-  store.watch((s) => [s.lang, s.device], drawSwitch);
-  store.watch((s) => [s.lang, s.device, s.server, s.style, s.styles], drawNote);
+  store.watch((s) => [s.lang, s.device, s.clip], drawSwitch);
+  store.watch((s) => [s.lang, s.device, s.server, s.style, s.styles, s.clip], drawNote);
   // The styles are read again while the server prepares them, and its device models are made after them: the
   // rows are read again too while some are not ready.
   store.watch((s) => [s.styles], (s) => {
@@ -91,4 +98,5 @@ export function watchDevice(store) {
     if (!support && (!rows || rows.some((r) => r.state === "not_ready"))) loadRows(store, Boolean(rows));
   });
   $("on-device").addEventListener("change", (e) => setDevice(store, e.target.checked));
+  $("use-server").addEventListener("click", () => setDevice(store, false));
 }

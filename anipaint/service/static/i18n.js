@@ -10,8 +10,8 @@ export const STRINGS = {
     "status.ready": "Ready",
     "status.down": "Offline",
     "status.empty": "No styles here",
-    "step.photo": "Choose a photo",
-    "drop.title": "Drop a photo here",
+    "step.photo": "Choose a photo or video",
+    "drop.title": "Drop a photo or video here",
     "drop.hint": "or click to choose · paste with Ctrl+V",
     "drop.limit": "JPEG, PNG, WebP, GIF, BMP, TIFF, AVIF or HEIC/HEIF · up to {mb} MB",
     "drop.change": "Choose another",
@@ -49,7 +49,7 @@ export const STRINGS = {
     "compare.before": "Before",
     "compare.after": "After",
     "compare.label": "Drag to compare before and after",
-    "download": "Download PNG",
+    "download": "Download {type}",
     "result.info": "{style} · {w}×{h} · {s} s",
     "err.busy": "The painter is busy — please try again in a moment",
     "err.busy.retry": "Try again in about {n} s.",
@@ -89,6 +89,22 @@ export const STRINGS = {
     "err.checksum": "The style's model file is damaged and was not used",
     "err.deviceDecode": "This browser cannot read this photo, so it cannot be painted on this device: turn off “Paint on this device” to paint it on the server",
     "err.device": "Painting on this device failed",
+    "drop.clip": "Videos: MP4, MOV or WebM, or an animated GIF, WebP or PNG · up to {vmb} MB and {vs} s",
+    "opt.steady": "Steady video",
+    "opt.steady.hint": "Keeps each frame steady with the last, so the style does not flicker",
+    "opt.clip": "Anime faces and a background style are for photos: a video is painted in one style",
+    "device.clip": "A video is painted on the server only, so it would leave this device.",
+    "device.useServer": "Turn off “Paint on this device” to paint it there",
+    "stage.decode.clip": "Reading your video…",
+    "progress.frames": "Frame {n} of {total}",
+    "progress.frame": "Frame {n}",
+    "progress.eta": "about {time} left",
+    "time.s": "{s} s",
+    "time.min": "{m} min {s} s",
+    "result.frames": "{n} frames",
+    "err.clipTooBig": "That video is too big or too long",
+    "err.tooBig.clip": "Videos up to {mb} MB and {s} s.",
+    "err.notClip": "That video cannot be read — try an MP4",
     "footer.api": "API docs",
   },
   zh: {
@@ -99,8 +115,8 @@ export const STRINGS = {
     "status.ready": "已就绪",
     "status.down": "离线",
     "status.empty": "没有可用风格",
-    "step.photo": "选择照片",
-    "drop.title": "把照片拖到这里",
+    "step.photo": "选择照片或视频",
+    "drop.title": "把照片或视频拖到这里",
     "drop.hint": "或点击选择 · 也可以 Ctrl+V 粘贴",
     "drop.limit": "支持 JPEG、PNG、WebP、GIF、BMP、TIFF、AVIF、HEIC/HEIF · 最大 {mb} MB",
     "drop.change": "换一张",
@@ -138,7 +154,7 @@ export const STRINGS = {
     "compare.before": "原图",
     "compare.after": "动漫",
     "compare.label": "拖动滑块对比前后效果",
-    "download": "下载 PNG",
+    "download": "下载 {type}",
     "result.info": "{style} · {w}×{h} · {s} 秒",
     "err.busy": "系统繁忙，请稍后再试",
     "err.busy.retry": "大约 {n} 秒后再试。",
@@ -178,6 +194,22 @@ export const STRINGS = {
     "err.checksum": "该风格的模型文件已损坏，未被使用",
     "err.deviceDecode": "这个浏览器无法读取这张照片，所以不能在本设备上绘制：关闭“在本设备上绘制”即可在服务器上绘制",
     "err.device": "在本设备上绘制失败",
+    "drop.clip": "视频：MP4、MOV、WebM，或 GIF、WebP、PNG 动图 · 最大 {vmb} MB、{vs} 秒",
+    "opt.steady": "稳定视频",
+    "opt.steady.hint": "让每一帧与上一帧保持一致，画风不闪烁",
+    "opt.clip": "动漫脸和背景风格只用于照片：视频整体用一种风格绘制",
+    "device.clip": "视频只能在服务器上绘制，所以需要离开本设备。",
+    "device.useServer": "关闭“在本设备上绘制”即可在服务器上绘制",
+    "stage.decode.clip": "正在读取视频…",
+    "progress.frames": "第 {n} 帧，共 {total} 帧",
+    "progress.frame": "第 {n} 帧",
+    "progress.eta": "大约还需 {time}",
+    "time.s": "{s} 秒",
+    "time.min": "{m} 分 {s} 秒",
+    "result.frames": "{n} 帧",
+    "err.clipTooBig": "视频太大或太长了",
+    "err.tooBig.clip": "视频最大 {mb} MB、{s} 秒。",
+    "err.notClip": "无法读取这个视频，请换一个 MP4",
     "footer.api": "API 文档",
   },
 };
@@ -208,6 +240,11 @@ export function watchStaticText(store) {
     document.documentElement.lang = s.lang === "zh" ? "zh-CN" : "en";
     document.title = translate(s.lang, "doc.title");
     if (s.config) document.getElementById("drop-limit").dataset.mb = megabytes(s.config.max_upload_bytes);
+    if (s.config && s.config.video_max_bytes) {
+      const clip = document.getElementById("clip-limit").dataset;
+      clip.vmb = megabytes(s.config.video_max_bytes);
+      clip.vs = s.config.video_max_seconds;
+    }
     for (const el of document.querySelectorAll("[data-i18n]")) el.textContent = translate(s.lang, el.dataset.i18n, el.dataset);
     document.getElementById("compare-slider").setAttribute("aria-label", translate(s.lang, "compare.label"));
   });

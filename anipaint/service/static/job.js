@@ -2,8 +2,9 @@
 // devicePainter.js's, any object with the same paint()), its progress, cancel, and the views of all that: the paint
 // button, the progress bar, the placeholder and body[data-state].
 
+import { duration, suffixOf } from "./clip.js";
 import { dropResult, keepForBlending } from "./compare.js";
-import { deviceBlock } from "./deviceMode.js";
+import { clipRefused, deviceBlock } from "./deviceMode.js";
 import { translate } from "./i18n.js";
 import { clearMessage, showMessage, showPaintError } from "./messages.js";
 import { offeredBackground } from "./styles.js";
@@ -11,18 +12,21 @@ import { offeredBackground } from "./styles.js";
 const $ = (id) => document.getElementById(id);
 
 // What a paint asks for, from the state: the one place the request's options are decided. On the device what
-// needs the server (finding faces) is off.
+// needs the server (finding faces) is off; a clip has no anime faces or background style (the server refuses
+// them), and is the only paint that says whether to keep it steady.
 export function paintOptions(state) {
-  const { faces, size, portrait } = state.options;
+  const { faces, size, portrait, temporal } = state.options;
   const server = !state.device.on;
+  const still = !state.clip;
   return {
     style: state.style,
     maxSide: size === "original" ? 0 : Number(size),
     faces: faces && server,
     faceStyle: null, // the faces' own style: no control on the page, so the chosen style
-    portrait: portrait && server, // anime faces: each face by the face model, the rest in `style` or `background`
-    background: (server && offeredBackground(state)) || null,
+    portrait: portrait && server && still, // anime faces: each face by the face model, the rest in `style`/`background`
+    background: (server && still && offeredBackground(state)) || null,
     strength: 1, // always the full style: the strength slider re-blends in the browser
+    temporal: still ? null : temporal,
   };
 }
 
@@ -42,7 +46,7 @@ export async function startPaint(store, painter) {
   clearMessage(store);
   const options = paintOptions(s);
   const job = {
-    file: s.file, beforeUrl: s.fileUrl, name: baseName(s.file), portrait: options.portrait,
+    file: s.file, beforeUrl: s.fileUrl, name: baseName(s.file), portrait: options.portrait, clip: s.clip,
     started: performance.now(), controller: new AbortController(),
   };
   const progress = (p) => { if (store.state.job === job) store.update({ progress: p, phase: phaseOf(p) }); };
@@ -58,6 +62,8 @@ export async function startPaint(store, painter) {
     return;
   }
   if (store.state.job !== job) return;
+  // A clip (the server counted its frames) plays as it came back: nothing to compare or re-blend.
+  if (painted.frames > 0) { showClip(store, job, painter, painted); return; }
   try {
     blend = await keepForBlending(painted.blob, job.file, painted.width, painted.height);
   } catch (_) {
@@ -81,6 +87,20 @@ export async function startPaint(store, painter) {
   });
 }
 
+function showClip(store, job, painter, painted) {
+  const url = URL.createObjectURL(painted.blob);
+  const name = `${job.name}-anipaint-${painted.style}`;
+  dropResult(store.state, job.beforeUrl);
+  const result = {
+    url, name, clip: job.clip || "animation", mediaType: painted.mediaType, frames: painted.frames,
+    seconds: ((performance.now() - job.started) / 1000).toFixed(1), beforeUrl: job.beforeUrl,
+    width: painted.width, height: painted.height, style: painted.style, portrait: false, facesFound: 0,
+    where: painter.where, engine: painted.engine,
+  };
+  const download = { href: url, name: `${name}.${suffixOf(painted.mediaType)}`, type: painted.mediaType };
+  store.update({ job: null, progress: null, result, download, phase: "done" });
+}
+
 export function cancelPaint(store) {
   const job = store.state.job;
   if (!job) return;
@@ -102,22 +122,38 @@ function drawProgress(s) {
   let text;
   if (p.stage === "uploading") text = t("progress.uploading");
   else if (p.stage === "queued") text = p.position ? t("progress.queued", { n: p.position }) : t("stage.queued");
+  else if (p.frame) text = framesText(s.lang, p);
+  else if (s.job && s.job.clip && p.stage === "decode") text = t("stage.decode.clip");
   else text = p.unmeasured ? t(`stage.${p.stage}`) : `${t(`stage.${p.stage}`)} ${pct}%`;
   $("progress-text").textContent = text;
+  box.toggleAttribute("data-frames", Boolean(p.frame));
+}
+
+// A clip's progress: "Frame 12 of 36 · about 40 s left" (no "of" while the count is unknown, no time until the
+// server has a pace to go by).
+function framesText(lang, p) {
+  const t = (key, vars) => translate(lang, key, vars);
+  const frames = p.frames ? t("progress.frames", { n: p.frame, total: p.frames }) : t("progress.frame", { n: p.frame });
+  return p.eta == null ? frames : `${frames} · ${t("progress.eta", { time: duration(lang, p.eta) })}`;
 }
 
 function drawPaintButton(s) {
   const busy = Boolean(s.job);
   const button = $("paint");
-  button.disabled = !s.file || !s.style || busy || Boolean(deviceBlock(s, s.style));
+  button.disabled = !s.file || !s.style || busy || Boolean(deviceBlock(s, s.style)) || clipRefused(s);
   button.classList.toggle("busy", busy);
   $("paint-label").textContent = translate(s.lang, busy ? "painting" : "paint");
 }
 
 export function watchJob(store) {
   store.watch((s) => [s.lang, s.progress], drawProgress);
-  store.watch((s) => [s.lang, s.file, s.style, s.job, s.device, s.styles], drawPaintButton);
-  store.watch((s) => [s.job], (s) => { if (s.job) $("progress-photo").src = s.job.beforeUrl; });
+  store.watch((s) => [s.lang, s.file, s.style, s.job, s.device, s.styles, s.clip], drawPaintButton);
+  store.watch((s) => [s.job], (s) => {
+    if (!s.job) return;
+    // A video's first frame is not a picture an <img> can show: its progress has the bar alone.
+    $("progress-photo").parentElement.hidden = s.job.clip === "video";
+    if (s.job.clip !== "video") $("progress-photo").src = s.job.beforeUrl;
+  });
   store.watch((s) => [s.progress, s.result], (s) => { $("placeholder").hidden = Boolean(s.progress || s.result); });
   store.watch((s) => [s.phase], (s) => { document.body.dataset.state = s.phase; });
 }

@@ -19,6 +19,12 @@ export function limits(state) {
   return { mb: megabytes(c.max_upload_bytes), mp: Math.round(c.max_pixels / 1e6) };
 }
 
+// A video's limits, from the server's config or its defaults.
+export function clipLimits(state) {
+  const c = state.config || { video_max_bytes: 64 * 1024 * 1024, video_max_seconds: 60 };
+  return { mb: megabytes(c.video_max_bytes || 64 * 1024 * 1024), s: c.video_max_seconds || 60 };
+}
+
 // A painter's PaintError (api.js) as the message to show; a cancelled paint shows none.
 export function showPaintError(store, error) {
   const reason = error && error.reason;
@@ -27,8 +33,13 @@ export function showPaintError(store, error) {
   if (reason === "busy") {
     const sub = error.retryAfter ? { key: "err.busy.retry", vars: { n: error.retryAfter } } : "";
     showMessage(store, "busy", "err.busy", sub);
+  } else if (reason === "tooBig" && store.state.clip) {
+    // The server's reason names the limit the clip is over (bytes, seconds or frame size).
+    showMessage(store, "error", "err.clipTooBig", detail || { key: "err.tooBig.clip", vars: clipLimits(store.state) });
   } else if (reason === "tooBig") {
     showMessage(store, "error", "err.tooBig", { key: "err.tooBig.limit", vars: limits(store.state) });
+  } else if (reason === "notImage" && store.state.clip) {
+    showMessage(store, "error", "err.notClip", detail);
   } else if (reason === "deviceDecode") {
     showMessage(store, "error", "err.deviceDecode");
   } else if (["network", "gone", "notImage", "style", "timeout", "checksum", "device"].includes(reason)) {

@@ -2,9 +2,11 @@
 // browser cannot decode (HEIC on Chrome and Firefox) is shown, compared and re-blended from the server's upright
 // PNG of it (api.js getPreview), fetched at the chosen size so that it has the painted picture's size; the photo
 // itself is still what is uploaded to paint. Painting on this device, nothing is sent: such a photo is refused.
+// A video or animated picture (clip.js tells) is shown as it is, muted: no decode test, no server preview.
 
 import { getPreview } from "./api.js";
-import { clearMessage, limits, showMessage, showPaintError } from "./messages.js";
+import { clipKind } from "./clip.js";
+import { clearMessage, clipLimits, limits, showMessage, showPaintError } from "./messages.js";
 
 const $ = (id) => document.getElementById(id);
 
@@ -43,19 +45,29 @@ function show(store, file, patch = {}) {
   store.update({ file, fileUrl: URL.createObjectURL(drawable(file)), ...patch });
 }
 
+const pictureOrVideo = (type) => type.startsWith("image/") || type.startsWith("video/");
+
 export async function setFile(store, file) {
   if (!file) return;
   const s = store.state;
-  if (file.type && !file.type.startsWith("image/")) {
+  if (file.type && !pictureOrVideo(file.type)) {
     showMessage(store, "error", "err.notImage", file.name);
     return;
   }
-  if (s.config && file.size > s.config.max_upload_bytes) {
+  choosing = file;
+  let clip;
+  try { clip = await clipKind(file); } catch (_) { clip = null; } // unreadable: the checks below say so
+  if (choosing !== file) return;
+  if (clip && s.config && file.size > s.config.video_max_bytes) {
+    showMessage(store, "error", "err.clipTooBig", { key: "err.tooBig.clip", vars: clipLimits(s) });
+    return;
+  }
+  if (!clip && s.config && file.size > s.config.max_upload_bytes) {
     showMessage(store, "error", "err.tooBig", { key: "err.tooBig.limit", vars: limits(s) });
     return;
   }
   clearMessage(store);
-  choosing = file;
+  if (clip) { show(store, file, { clip, phase: "ready" }); return; }
   try {
     if (!(await decodes(file)) && choosing === file) {
       if (store.state.device.on) { showMessage(store, "error", "err.deviceDecode", file.name); return; }
@@ -65,7 +77,7 @@ export async function setFile(store, file) {
     if (choosing === file) showPaintError(store, error);
     return;
   }
-  if (choosing === file) show(store, file, { phase: "ready" });
+  if (choosing === file) show(store, file, { clip: null, phase: "ready" });
 }
 
 // Another size chosen: a photo shown from the server's PNG gets one at that size, the painted picture's.
@@ -84,16 +96,21 @@ async function followSize(store) {
 
 function drawPhoto(s) {
   const preview = $("preview");
+  const video = $("clip-preview");
   const name = (s.file && s.file.name) || "";
-  if (s.fileUrl) preview.src = s.fileUrl;
-  preview.hidden = !s.fileUrl;
+  const moving = s.clip === "video";
+  if (s.fileUrl && !moving) preview.src = s.fileUrl;
+  preview.hidden = !s.fileUrl || moving;
+  if (moving) video.src = s.fileUrl;
+  else if (video.getAttribute("src")) { video.removeAttribute("src"); video.load(); }
+  video.hidden = !moving;
   $("file-name").textContent = name;
   $("file-name").hidden = !name;
   $("dropzone").dataset.state = s.file ? "filled" : "empty";
 }
 
 export function watchPhoto(store) {
-  store.watch((s) => [s.file, s.fileUrl], drawPhoto);
+  store.watch((s) => [s.file, s.fileUrl, s.clip], drawPhoto);
   store.watch((s) => [s.options.size, s.device.on], () => followSize(store));
   store.watch((s) => [s.dragging], (s) => $("dropzone").classList.toggle("dragging", s.dragging));
 
@@ -119,7 +136,7 @@ export function watchPhoto(store) {
   document.addEventListener("paste", (e) => {
     const items = (e.clipboardData && e.clipboardData.items) || [];
     for (const item of items) {
-      if (item.kind === "file" && item.type.startsWith("image/")) {
+      if (item.kind === "file" && pictureOrVideo(item.type)) {
         e.preventDefault();
         setFile(store, item.getAsFile());
         return;

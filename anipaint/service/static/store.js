@@ -51,14 +51,17 @@ export function initialState(lang, device) {
     stylesLoaded: false,
     style: null, // the chosen style's id
     thumbs: {}, // style id → {url (blob:), pending}
-    file: null, // the chosen photo (File or Blob), as uploaded to paint
+    file: null, // the chosen photo or clip (File or Blob), as uploaded to paint
+    clip: null, // what the chosen file is when it moves: "video" or "animation" (clip.js); null for a photo
     fileUrl: null, // the object URL it is shown from: its own, or its server preview's (photo.js drawable)
     dragging: false,
-    options: { faces: true, size: "512", portrait: false, background: "" },
+    options: { faces: true, size: "512", portrait: false, background: "", temporal: true }, // temporal: "Steady video"
     device, // painting on this device: {on, support (why not: ""), rows (/api/device/styles), failed} (deviceMode.js)
-    job: null, // the paint in progress: {file, beforeUrl, name, portrait, started, controller}
-    progress: null, // {stage, progress (0…1), position} while a job runs
-    result: null, // {url, width, height, style, seconds, portrait, facesFound, beforeUrl, name, blend, where, engine}
+    job: null, // the paint in progress: {file, beforeUrl, name, portrait, clip, started, controller}
+    progress: null, // {stage, progress (0…1), position, frame, frames, eta} while a job runs
+    // {url, width, height, style, seconds, portrait, facesFound, beforeUrl, name, blend, where, engine}; a painted
+    // clip has {clip, mediaType, frames} and no blend
+    result: null,
     download: null, // {href, name}: follows the strength slider once it is let go
     split: 50, // the compare slider, 0…100
     strength: 100, // the strength slider, 0…100
