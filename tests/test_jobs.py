@@ -10,6 +10,7 @@ import io
 import logging
 import shutil
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -219,3 +220,24 @@ def test_a_job_paint_tells_the_background_preparation_it_is_painting(store, runn
         unsubscribe()
     assert heard == [True, False] and during and all(during)
     assert not preparation.busy()
+
+
+def test_a_state_that_could_not_be_saved_is_never_shown(tmp_path: Path) -> None:
+    """A client polling while the state file cannot be written must never see 'done' for a job whose outcome
+    was not recorded: it sees the job still running, then failed (shown even though it cannot be saved, so
+    nobody waits forever)."""
+    from anipaint.service.file_store import FileJobStore
+    from anipaint.service.jobs import failed, started
+
+    store = FileJobStore(tmp_path / "jobs", ttl=60)
+    info = _admit(store, resized_photo(64))
+    running = started(info)
+    assert store.update(running)
+    (store.dir / f"{info.id}.json.tmp").mkdir()  # the state file can no longer be written
+    done = replace(running, status="done", stage="done", progress=1.0)
+    with pytest.raises(OSError):
+        store.update(done)
+    assert store.load(info.id).status == "running"
+    with pytest.raises(OSError):
+        store.update(failed(running, "storage failed", "storage"))
+    assert store.load(info.id).status == "failed"

@@ -77,9 +77,16 @@ class FileJobStore:
         with self._lock:
             if info.id not in self._live:
                 return False
-            self._live[info.id] = info
             if self._saved_status.get(info.id) != info.status:
-                self._persist(info, self._options.get(info.id, {}))
+                try:
+                    self._persist(info, self._options.get(info.id, {}))
+                except BaseException:
+                    # A state that is not on disk is not shown (a poller would take an unsaved "done" as
+                    # final), except a failure: the job ends with it even unsaved, so nobody waits forever.
+                    if info.status == "failed":
+                        self._live[info.id] = info
+                    raise
+            self._live[info.id] = info
             return True
 
     def request(self, job_id: str) -> JobRequest | None:
