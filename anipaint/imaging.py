@@ -149,7 +149,12 @@ def load_image(data: ImageInput, *, max_pixels: int | None = None) -> Image.Imag
     return clean
 
 
-def encode_png(img: Image.Image, *, compress_level: int = 6) -> bytes:
+# zlib level 1: a 512 px painting encodes in ~18 ms instead of ~77 ms at Pillow's default 6 (a fifth of the
+# whole paint on a fast engine), for files ~12 % larger; PNG stays lossless either way.
+PNG_LEVEL = 1
+
+
+def encode_png(img: Image.Image, *, compress_level: int = PNG_LEVEL) -> bytes:
     """PNG bytes with no metadata (no EXIF, no text chunks)."""
     buf = io.BytesIO()
     stripped = Image.frombytes(img.mode, img.size, img.tobytes())
@@ -171,4 +176,4 @@ def save_image(img: Image.Image, path: Path) -> None:
     elif suffix == ".webp":
         stripped.save(path, format="WEBP", quality=95)
     else:
-        stripped.save(path, format="PNG")
+        stripped.save(path, format="PNG", compress_level=PNG_LEVEL)

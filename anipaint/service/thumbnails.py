@@ -105,7 +105,7 @@ class Thumbnails:
         img = self.sample()
         if grey:
             img = ImageOps.grayscale(img).convert("RGB")
-        return imaging.encode_png(img, compress_level=1)
+        return imaging.encode_png(img)
 
     # -- the painted thumbnails -----------------------------------------------------------------------------------
     def get(self, style: Style, available: bool) -> tuple[bytes, bool]:
