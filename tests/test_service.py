@@ -35,10 +35,9 @@ def server(prepared_store: Path, tmp_path_factory: pytest.TempPathFactory):
 
 @pytest.fixture(scope="module")
 def strict_server(prepared_store: Path, tmp_path_factory: pytest.TempPathFactory):
-    """Tiny limits: 60 KB uploads, 0.5 MP, results kept 1 s, /predict waits at most 1 s."""
-    with running_server(
-        tmp_path_factory.mktemp("service"), max_upload_bytes=60_000, max_pixels=500_000, result_ttl=1, request_timeout=1
-    ) as s:
+    """Tiny limits: 60 KB uploads, 0.5 MP, results kept 1 s."""
+    with running_server(tmp_path_factory.mktemp("service"), max_upload_bytes=60_000, max_pixels=500_000,
+                        result_ttl=1) as s:
         yield s
 
 
