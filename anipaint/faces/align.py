@@ -66,10 +66,11 @@ def scale_of(m: np.ndarray) -> float:
     return float(np.sqrt(abs(np.linalg.det(m[:, :2]))))
 
 
-def crop_side(face: Face, largest: int = 512, multiple: int = 32, smallest: int = 128, scale: float = 1.0) -> int:
+def crop_side(face: Face, largest: int = 512, multiple: int = 8, smallest: int = 128, scale: float = 1.0) -> int:
     """The working side of a face's aligned crop: the side its FFHQ square has in the source (times ``scale``),
-    rounded up to a multiple of the generators' stride, between ``smallest`` and ``largest``. A bigger crop would
-    only upsample the same source pixels, at a cost growing with the square of its side."""
+    rounded up to a multiple of 8 (most generators' stride; one with a larger stride pads the rest itself), between
+    ``smallest`` and ``largest``. A bigger crop would only upsample the same source pixels, at a cost growing with
+    the square of its side: rounding up to 32 instead painted ~14 % more pixels on the group photo."""
     quad = ffhq_quad(face.landmarks)
     side = float(np.hypot(*(quad[3] - quad[0]))) * scale
     return int(np.clip(-(-side // multiple) * multiple, smallest, largest))

@@ -174,10 +174,13 @@ def _match_colour(face: np.ndarray, ref: np.ndarray, weight: np.ndarray) -> np.n
     """
     face_lab = cv2.cvtColor(face, cv2.COLOR_RGB2Lab)
     ref_lab = cv2.cvtColor(ref, cv2.COLOR_RGB2Lab)
-    w = weight[:, :, None] / weight.sum()
-    mu_f, mu_r = (face_lab * w).sum((0, 1)), (ref_lab * w).sum((0, 1))
-    sd_f = np.sqrt(((face_lab - mu_f) ** 2 * w).sum((0, 1))) + 1e-3
-    sd_r = np.sqrt(((ref_lab - mu_r) ** 2 * w).sum((0, 1))) + 1e-3
+    # Weighted moments as products with the flattened weight (one pass each, in float64; centred, so no
+    # cancellation), a few times faster than numpy's broadcast-then-sum over (H, W, 3).
+    w = weight.reshape(-1).astype(np.float64) / weight.sum()
+    f, r = face_lab.reshape(-1, 3).astype(np.float64), ref_lab.reshape(-1, 3).astype(np.float64)
+    mu_f, mu_r = w @ f, w @ r
+    sd_f = np.sqrt(w @ np.square(f - mu_f)) + 1e-3
+    sd_r = np.sqrt(w @ np.square(r - mu_r)) + 1e-3
     ratio = np.clip(sd_r / sd_f, 0.75, 1.25).astype(np.float32)
     matched = (face_lab - mu_f.astype(np.float32)) * ratio + mu_r.astype(np.float32)
     return np.clip(cv2.cvtColor(matched, cv2.COLOR_Lab2RGB), 0.0, 1.0)
