@@ -19,10 +19,11 @@ test: setup-test
 	.venv/bin/lint-imports
 	.venv/bin/python -m pytest -q -ra --durations=30
 
-# The inner loop: everything but engine builds and TensorFlow references.
+# The inner loop: everything but engine builds, TensorFlow references, the page in Chromium and the megapixel
+# memory probes (`make test` runs them all).
 test-fast: setup-test
 	.venv/bin/ruff check .
-	.venv/bin/python -m pytest -q -ra --durations=30 -m "not builds and not tensorflow"
+	.venv/bin/python -m pytest -q -ra --durations=30 -m "not builds and not tensorflow and not browser and not memory"
 
 bench: models
 	.venv/bin/anipaint bench --json artifacts/bench.json

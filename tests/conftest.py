@@ -163,8 +163,22 @@ def original_outputs(tensorflow: str, tmp_path_factory: pytest.TempPathFactory):
     return run
 
 
+@pytest.fixture(scope="session")
+def memory_probe():
+    """``run(script, *args)``: a Python script in an interpreter of its own, so that the peak RSS it reports is
+    its own paint's. The tests that ask for it paint pictures of several megapixels to show that memory stays
+    bounded, so they are marked ``memory`` (kept out of ``make test-fast``)."""
+
+    def run(script: str, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=900)
+
+    return run
+
+
 # Markers given by the fixtures a test uses (registered in pyproject.toml): `make test-fast` leaves these out.
-MARKED_BY_FIXTURE = {"engine_builds": "builds", "tensorflow": "tensorflow"}
+# `browser` is test_page.py's fixture (headless Chromium), which every page test asks for.
+MARKED_BY_FIXTURE = {"engine_builds": "builds", "tensorflow": "tensorflow", "browser": "browser",
+                     "memory_probe": "memory"}
 
 
 def pytest_collection_modifyitems(config, items):  # noqa: ARG001 - pytest hook signature

@@ -8,8 +8,6 @@ run once on the whole picture, at sizes that are not multiples of the graphs' st
 from __future__ import annotations
 
 import dataclasses
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -17,7 +15,7 @@ from PIL import Image
 
 from anipaint import store
 from anipaint.engine import Engine, from_tensor, load_network, tiling, to_tensor
-from anipaint.engine.streaming import StreamedGraph, for_network
+from anipaint.engine.streaming import StreamedGraph, for_network, graph_plan
 from anipaint.errors import ScratchSpaceError
 from anipaint.networks.graph_module import GraphModule
 from anipaint.quality import psnr
@@ -61,13 +59,17 @@ GRAPH_STYLES = [s.id for s in all_styles() if s.architecture == "graph"]
 
 
 @pytest.mark.parametrize("style_id", GRAPH_STYLES)
-def test_every_graph_style_streams_exactly_like_one_whole_pass(style_id, settings, tmp_path):
-    """643x483 (odd sides, not multiples of 8) through the engine as a user paints a large picture."""
+def test_every_graph_style_streams_exactly_like_one_whole_pass(style_id, settings, tmp_path, monkeypatch):
+    """331x243 (odd sides, not multiples of 8) through the engine as a user paints a large picture, with strips a
+    quarter of their usual bytes and 128 px tiles: as many strips and tile seams as a 643x483 picture gets by
+    default, for a quarter of the painting."""
+    monkeypatch.setattr(graph_plan, "STRIP_BYTES", graph_plan.STRIP_BYTES // 4)
+    settings = dataclasses.replace(settings, tile_size=128, tile_overlap=32)
     style = get_style(style_id)
     assert store.is_prepared(style, settings), f"{style_id} was not converted"
     engine = Engine(style, store.artefact_path(style, settings), dataclasses.replace(settings, scratch_dir=tmp_path))
     assert isinstance(engine.network, GraphModule)
-    rgb = _picture(643, 483)
+    rgb = _picture(331, 243)
     assert tiling.needs_tiling(*rgb.shape[:2], settings.tile_size) and engine.streams_large
     seen: list[float] = []
     got = engine.run(rgb, seen.append)
@@ -132,13 +134,12 @@ print(int(before), int(after), out.shape, float(out.std()))
 
 
 @pytest.mark.parametrize("style_id", ["v2-hayao", "v3-hayao", "v3-shinkai"])
-def test_large_picture_memory_stays_bounded(style_id, settings, tmp_path):
+def test_large_picture_memory_stays_bounded(style_id, settings, tmp_path, memory_probe):
     """2048x2048: one full-resolution 128-channel activation alone would be 2 GiB; the strips stay far below."""
     Image.fromarray(_picture(2048, 2048)).save(tmp_path / "in.png")
     scratch_dir = tmp_path / "scratch"
     scratch_dir.mkdir()
-    done = subprocess.run([sys.executable, "-c", MEMORY_SCRIPT, style_id, str(tmp_path / "in.png"), str(scratch_dir)],
-                          capture_output=True, text=True, timeout=900)
+    done = memory_probe(MEMORY_SCRIPT, style_id, str(tmp_path / "in.png"), str(scratch_dir))
     assert done.returncode == 0, done.stderr[-2000:]
     before_mb, after_mb, *rest = done.stdout.split()
     assert int(after_mb) < 2048, done.stdout  # MB peak RSS of the whole process
