@@ -155,6 +155,36 @@ def test_detection_on_downscaled_copy_maps_back(group, detector):
         assert np.abs(a.landmarks - b.landmarks).max() < 6  # refinement runs at full resolution
 
 
+@pytest.mark.parametrize("model", [YUNET, YUNET_FIXED], ids=["dynamic", "fixed"])
+def test_yunet_rows_are_opencvs_own(model, group):
+    """Our YuNet (ONNX Runtime and the decoding in faces/yunet.py) against ``cv2.FaceDetectorYN`` running the same
+    file: the same faces, boxes, landmarks and scores on real photos, whole, resized to odd sides (padding to 32)
+    and as a refinement crop; and nothing where OpenCV finds nothing."""
+    from anipaint.faces.yunet import YuNet
+
+    if not model.is_file():
+        pytest.skip(f"{model.name} missing")
+    ours = YuNet(model, 0.5)
+    pictures = {"group": group, "astronaut": skimage_data.astronaut(), "coffee": skimage_data.coffee(),
+                "group 517x389": cv2.resize(group, (517, 389), interpolation=cv2.INTER_AREA),
+                "refinement crop": np.ascontiguousarray(group[180:436, 340:596])}
+    found = 0
+    for name, rgb in pictures.items():
+        bgr = np.ascontiguousarray(cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR))
+        if ours.fixed_side:  # letterboxed, as FaceDetector feeds a fixed model
+            canvas = np.zeros((ours.fixed_side, ours.fixed_side, 3), np.uint8)
+            canvas[: bgr.shape[0], : bgr.shape[1]] = bgr[: ours.fixed_side, : ours.fixed_side]
+            bgr = canvas
+        opencv = cv2.FaceDetectorYN.create(str(model), "", (bgr.shape[1], bgr.shape[0]), 0.5, 0.3, 5000)
+        want = opencv.detect(bgr)[1]
+        want = np.zeros((0, 15), np.float32) if want is None else want
+        got = ours.detect(bgr)
+        assert got.shape == want.shape, (name, got.shape, want.shape)
+        assert np.abs(got - want).max(initial=0) < 0.01, name  # pixels and score (measured: 3e-5)
+        found += len(got)
+    assert found >= 5  # three in the group, the astronaut, the crop's face: the comparison saw faces
+
+
 def test_fixed_size_model_finds_the_same_faces(group, detector):
     if not YUNET_FIXED.is_file():
         pytest.skip("fixed YuNet missing")

@@ -1,4 +1,4 @@
-"""Face detection: YuNet (``cv2.FaceDetectorYN``) with landmark refinement and a cache keyed by pixels.
+"""Face detection: YuNet (:mod:`.yunet`) with landmark refinement and a cache keyed by pixels.
 
 ``FaceDetector.detect(rgb)`` can be timed on its own (cached by pixel hash; use a fresh detector or new pixels
 to time a miss). :func:`get_face_detector` is the process-wide instance for a set of settings.
@@ -16,11 +16,11 @@ import cv2
 import numpy as np
 
 from anipaint.faces.align import Face, as_rgb, ffhq_quad, quad_transform, warp_from
+from anipaint.faces.yunet import YuNet
 
 if TYPE_CHECKING:
     from anipaint.settings import Settings
 
-_FIXED_SIDE = 640  # the fixed model's input; older OpenCV builds refuse any other size for it
 _REFINE_SIDE, _REFINE_PASSES, _REFINE_SCORE = 256, 4, 0.5  # landmark refinement on the aligned crop
 
 
@@ -33,7 +33,7 @@ def _pixel_key(rgb: np.ndarray) -> bytes:
 
 
 class FaceDetector:
-    """YuNet via ``cv2.FaceDetectorYN`` with a bounded, expiring cache of results keyed by pixel hash.
+    """YuNet with a bounded, expiring cache of results keyed by pixel hash.
 
     ``min_size`` is measured in SOURCE pixels: a face that is big in the original but tiny in the capped
     painted picture is exactly the one that gains from being restyled at its own resolution, whereas a face
@@ -56,38 +56,29 @@ class FaceDetector:
         self.score_threshold = float(score_threshold)
         self.min_size = int(min_size)
         self.detect_max_side = int(detect_max_side)
-        self._fixed = False  # set on the first failure to run a fixed-input model at another size
         self._cache: cachetools.TTLCache = cachetools.TTLCache(maxsize=max(1, cache_size), ttl=cache_ttl)
         self._lock = threading.Lock()
-        # cv2 detectors keep their input size as state, so each thread gets its own (loading is ~ms).
-        self._local = threading.local()
+        self._yunet: YuNet | None = None
         self.calls = 0  # detector runs (cache misses that reached YuNet; refinement passes not counted)
         self.cache_hits = self.cache_misses = 0
 
-    def _net(self) -> cv2.FaceDetectorYN:
-        net = getattr(self._local, "net", None)
-        if net is None:
-            # NMS 0.3 and top_k 5000 are YuNet's published defaults. The net's own threshold is the lower
-            # refinement one; the main pass filters by score_threshold itself.
-            floor = min(self.score_threshold, _REFINE_SCORE)
-            # OpenCV 5 warns on every detector creation that its new graph engine ignores targets; users
-            # should not see that on each thread's first face.
-            cv2.utils.logging.setLogLevel(min(cv2.utils.logging.getLogLevel(), cv2.utils.logging.LOG_LEVEL_ERROR))
-            net = cv2.FaceDetectorYN.create(str(self.model_path), "", (320, 320), floor, 0.3, 5000)
-            self._local.net = net
-        return net
+    def _net(self) -> YuNet:
+        with self._lock:
+            if self._yunet is None:
+                # NMS 0.3 and top_k 5000 are YuNet's published defaults. The net's own threshold is the lower
+                # refinement one; the main pass filters by score_threshold itself.
+                self._yunet = YuNet(self.model_path, min(self.score_threshold, _REFINE_SCORE), 0.3, 5000)
+            return self._yunet
 
     def _infer(self, rgb: np.ndarray) -> np.ndarray:
-        """YuNet rows (x, y, w, h, 5 landmarks, score) for an RGB picture at most 640 px if the model is fixed."""
+        """YuNet rows (x, y, w, h, 5 landmarks, score) for an RGB picture (at most the side of a fixed model)."""
         bgr = cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR)
-        if self._fixed:  # letterbox top-left into the fixed input, so coordinates need no offset
-            canvas = np.zeros((_FIXED_SIDE, _FIXED_SIDE, 3), np.uint8)
+        net = self._net()
+        if net.fixed_side:  # letterbox top-left into the fixed input, so coordinates need no offset
+            canvas = np.zeros((net.fixed_side, net.fixed_side, 3), np.uint8)
             canvas[: bgr.shape[0], : bgr.shape[1]] = bgr
             bgr = canvas
-        net = self._net()
-        net.setInputSize((bgr.shape[1], bgr.shape[0]))
-        _, rows = net.detect(bgr)
-        return np.zeros((0, 15), np.float32) if rows is None else rows
+        return net.detect(bgr)
 
     def detect(self, rgb: np.ndarray) -> list[Face]:
         """Faces in an RGB uint8 picture, largest first; cached by the hash of its pixels."""
@@ -121,18 +112,13 @@ class FaceDetector:
 
     def _run(self, rgb: np.ndarray) -> list[Face]:
         h, w = rgb.shape[:2]
-        limit = min(self.detect_max_side or _FIXED_SIDE, _FIXED_SIDE) if self._fixed else self.detect_max_side
+        fixed = self._net().fixed_side
+        limit = min(self.detect_max_side or fixed, fixed) if fixed else self.detect_max_side
         scale = min(1.0, limit / max(h, w)) if limit and limit > 0 else 1.0
         size = (max(1, round(w * scale)), max(1, round(h * scale)))
         small = cv2.resize(rgb, size, interpolation=cv2.INTER_AREA) if scale < 1.0 else rgb
         sx, sy = size[0] / w, size[1] / h
-        try:
-            rows = self._infer(small)
-        except cv2.error:
-            if self._fixed:
-                raise
-            self._fixed = True  # a fixed-input model under an OpenCV that cannot resize it: letterbox
-            return self._run(rgb)
+        rows = self._infer(small)
         faces: list[Face] = []
         for row in rows:
             x, y, bw, bh = row[0] / sx, row[1] / sy, row[2] / sx, row[3] / sy
