@@ -19,11 +19,12 @@ test: setup-test
 	.venv/bin/lint-imports
 	.venv/bin/python -m pytest -q -ra --durations=30
 
-# The inner loop: everything but engine builds, TensorFlow references, the page in Chromium and the megapixel
-# memory probes (`make test` runs them all).
+# The inner loop: everything but engine builds, TensorFlow references, the page in Chromium, the megapixel memory
+# probes, the Celery cluster and the installed wheel (`make test` runs them all).
 test-fast: setup-test
 	.venv/bin/ruff check .
-	.venv/bin/python -m pytest -q -ra --durations=30 -m "not builds and not tensorflow and not browser and not memory"
+	.venv/bin/python -m pytest -q -ra --durations=30 \
+	  -m "not builds and not tensorflow and not browser and not memory and not scaleout and not wheel"
 
 bench: models
 	.venv/bin/anipaint bench --json artifacts/bench.json

@@ -176,9 +176,11 @@ def memory_probe():
 
 
 # Markers given by the fixtures a test uses (registered in pyproject.toml): `make test-fast` leaves these out.
-# `browser` is test_page.py's fixture (headless Chromium), which every page test asks for.
+# `browser` is test_page.py's fixture (headless Chromium), which every page test asks for; `cluster` is
+# test_scaleout.py's web process and two Celery workers over a real Redis; `installed` is test_wheel.py's fresh
+# virtual environment with the wheel built from this checkout.
 MARKED_BY_FIXTURE = {"engine_builds": "builds", "tensorflow": "tensorflow", "browser": "browser",
-                     "memory_probe": "memory"}
+                     "memory_probe": "memory", "cluster": "scaleout", "installed": "wheel"}
 
 
 def pytest_collection_modifyitems(config, items):  # noqa: ARG001 - pytest hook signature
