@@ -1,7 +1,7 @@
 """YuNet, the face detector's network, run by ONNX Runtime and decoded as OpenCV's ``cv2.FaceDetectorYN`` does.
 
 ONNX Runtime runs the network about twice as fast as OpenCV's DNN module here (the 900 px group photo ~14 ms
-against ~27 ms, a 256 px refinement crop ~1.5 ms against ~3.4 ms), and detection is a third of what the face
+against ~27 ms, a 256 px refinement crop ~2 ms against ~3.4 ms), and detection is a third of what the face
 pass adds to a picture. What OpenCV does around the network is kept as it is (its ``FaceDetectorYN::detect``):
 the BGR picture padded with zeros at the bottom and right to a multiple of 32 and fed as 0..255 floats; per stride
 (8, 16, 32) a grid of priors, each giving a score ``sqrt(cls · obj)``, a box (centre offset in cells, log size)
@@ -45,8 +45,7 @@ class YuNet:
         blob = np.zeros((1, 3, ph, pw), np.float32)
         blob[0, :, :h, :w] = bgr.transpose(2, 0, 1)
         outs = dict(zip(self._outputs, self._session.run(self._outputs, {self._input: blob}), strict=True))
-        rows = [self._decode(outs, s, ph // s, pw // s) for s in STRIDES]
-        faces = np.concatenate(rows) if rows else np.zeros((0, 15), np.float32)
+        faces = np.concatenate([self._decode(outs, s, ph // s, pw // s) for s in STRIDES])
         if len(faces) > 1:
             boxes = [[int(x), int(y), int(bw), int(bh)] for x, y, bw, bh in faces[:, :4]]
             keep = cv2.dnn.NMSBoxes(boxes, faces[:, 14].tolist(), self.score_threshold, self.nms_threshold,
