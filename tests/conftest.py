@@ -199,7 +199,9 @@ def seed_builds(style_id: str, home: Path) -> list[Path]:
     from anipaint.settings import Settings, reload_settings
 
     style = get_style(style_id)
-    built = sorted(p for p in builds.cache_dir(style, reload_settings()).iterdir() if p.suffix in (".pt2", ".onnx"))
+    # the engines, not the browser's model file (device-*.onnx), which the server makes from them
+    built = sorted(p for p in builds.cache_dir(style, reload_settings()).iterdir()
+                   if p.suffix in (".pt2", ".onnx") and not p.name.startswith("device-"))
     assert built, f"{style_id} has no builds in the session store: ask engine_builds({style_id!r}) first"
     target = builds.cache_dir(style, Settings(home=home, sources=SOURCES))
     target.mkdir(parents=True, exist_ok=True)

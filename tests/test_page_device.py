@@ -245,6 +245,34 @@ def test_after_one_device_paint_the_page_works_offline(device_styles, page_facto
         _shot(page, "page-device-offline")
 
 
+def test_a_device_paint_before_the_service_worker_takes_control_is_kept_offline(device_styles, page_factory,  # noqa: F811
+                                                                                tmp_path) -> None:
+    """The first visit's first paint, started while the service worker is still installing (held back here by
+    holding its script's request until the paint is under way): once it has control, what that paint used (the
+    runtime, the model) is kept too, so the page still paints with the server stopped."""
+    style = fast_style()
+    with running_server(tmp_path) as own:
+        page = page_factory()
+        held: list = []
+        page.context.route(re.compile(r"/sw\.js$"), lambda route: held.append(route))
+        _open(page, own)
+        _switch_on(page)
+        _paint(page, GROUP_PHOTO, style)
+        assert PAINTED_ON_DEVICE in _done(page)
+        assert held, "the service worker's script was not held: this test would not reproduce the first visit"
+        assert page.evaluate("navigator.serviceWorker.controller") is None
+        for route in held:
+            route.continue_()
+        page.context.unroute(re.compile(r"/sw\.js$"))
+        page.wait_for_selector("html[data-offline='kept']", state="attached")
+        own.stop()
+        page.reload()
+        page.wait_for_selector(f'[data-testid="style-{style}"]')
+        page.wait_for_selector("#server-status[data-state='down']", state="attached")
+        _paint(page, GROUP_PHOTO, style)
+        assert PAINTED_ON_DEVICE in _done(page)
+
+
 def test_phone_width_with_the_switch_on(server: Server, page_factory) -> None:  # noqa: F811
     page = page_factory(width=390, height=844, mobile=True)
     _open(page, server)

@@ -3,7 +3,9 @@
 // post-processing around it: EXIF orientation, the long-side cap (resize.js), the edge and reflect padding to
 // the network's size multiple, the [-1, 1] normalisation, the L*a*b* strength blend (blend.js), alpha kept.
 // Messages in: {id, model (a row of /api/device/styles), image (Blob or ImageBitmap), maxSide, strength, ep};
-// out: {id, progress} while it works, then {id, png, width, height, ep} or {id, error: {reason, message}}.
+// out: {id, progress} while it works, then {id, png, width, height, ep, loaded} or {id, error: {reason, message}};
+// `loaded` is every URL this worker fetched (its modules, the runtime, the model), for the page to hand to its
+// service worker when this worker started before that one took control (offline.js).
 
 import * as ort from "./vendor/ort/ort.min.mjs";
 import { mix, toLab } from "./blend.js";
@@ -179,7 +181,8 @@ self.onmessage = async (event) => {
   const { id } = event.data;
   const progress = (p) => self.postMessage({ id, progress: p });
   try {
-    self.postMessage({ id, ...(await paint(event.data, progress)) });
+    const done = await paint(event.data, progress);
+    self.postMessage({ id, ...done, loaded: performance.getEntriesByType("resource").map((entry) => entry.name) });
   } catch (error) {
     self.postMessage({ id, error: { reason: error.reason || "failed", message: error.message || String(error) } });
   }

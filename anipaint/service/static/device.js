@@ -10,7 +10,7 @@
 // with the server's preprocessing and strength blend. onProgress gets {stage: "download", loaded, total} (bytes),
 // then {stage: "starting" | "decode" | "paint" | "encode", progress} and finally {stage: "done", progress: 1}.
 // Errors are DeviceError, with a `reason`: style, tooBig, checksum, network, notImage, unsupported, cancelled,
-// failed.
+// failed. deviceFiles() lists the URLs painting here has loaded, for a page's service worker to keep.
 
 export const MAX_DEVICE_SIDE = 1024;
 
@@ -26,6 +26,7 @@ let manifest = null; // Promise of /api/device/styles
 let worker = null;
 let nextId = 0;
 const waiting = new Map(); // message id → {resolve, reject, onProgress}
+const files = new Set(); // every URL the device painter has loaded: its worker's script, modules, runtime, models
 
 // The rows of /api/device/styles (offline: the service worker's copy); `fresh` asks again.
 export function deviceManifest({ fresh = false } = {}) {
@@ -54,9 +55,17 @@ export async function deviceStyles() {
   return (await deviceManifest()).filter((s) => s.on_device).map((s) => s.id);
 }
 
+// The URLs painting on this device has loaded so far. A worker started before the page's service worker took
+// control fetched them past it; a page hands these to it to keep them for offline use (the page's offline.js).
+export function deviceFiles() {
+  return [...files];
+}
+
 function ensureWorker() {
   if (worker) return worker;
-  worker = new Worker(new URL("./device-worker.js", import.meta.url), { type: "module" });
+  const script = new URL("./device-worker.js", import.meta.url);
+  files.add(script.href);
+  worker = new Worker(script, { type: "module" });
   worker.onmessage = (event) => {
     const { id, progress, error, ...done } = event.data;
     const job = waiting.get(id);
@@ -111,6 +120,7 @@ export async function paintOnDevice(image, {
     }, { once: true });
     w.postMessage({ id, model, image, maxSide: side, strength: s, ep });
   });
+  for (const url of result.loaded || []) files.add(url);
   onProgress?.({ stage: "done", progress: 1 });
   details?.({ width: result.width, height: result.height, ep: result.ep });
   return result.png;

@@ -3,7 +3,8 @@
 // worker and never sent anywhere; no request made here carries it.
 
 import { PaintError } from "./api.js";
-import { DeviceError, paintOnDevice } from "./device.js";
+import { DeviceError, deviceFiles, paintOnDevice } from "./device.js";
+import { keepForOffline } from "./offline.js";
 
 // device.js's reasons → the page's (messages.js): a photo the worker cannot decode (HEIC in most browsers) is
 // told apart from a file that is no picture, as the server could still paint it.
@@ -34,6 +35,7 @@ export const devicePainter = {
       if (!(error instanceof DeviceError)) throw new PaintError("device", String((error && error.message) || error));
       throw new PaintError(REASONS[error.reason] || "device", error.message);
     }
+    keepForOffline(deviceFiles());
     return { blob, width: info.width, height: info.height, style: options.style, facesFound: 0, engine: info.ep };
   },
 };

@@ -4,7 +4,8 @@
 // Model files (/device/models/<sha256>.onnx) are content-addressed: from the cache first, fetched once. Everything
 // else it keeps (the page, its scripts, the runtime, the styles and their thumbnails, the config) comes from the
 // network first, so the page is never stale while the server answers, and from the cache when it does not; what
-// the page loaded before this worker took control, the page sends here to be kept (offline.js).
+// was fetched past this worker before it took control (the first visit's page, a device paint's runtime and
+// model), the page sends here to be kept (offline.js).
 // Paints, jobs, previews, readiness and metrics are never kept: offline they fail, which is how the page knows.
 
 const SHELL = "anipaint-shell-v1";
@@ -48,14 +49,22 @@ async function networkFirst(request) {
   }
 }
 
-// The page hands over what it loaded before this worker took control (offline.js): kept as if fetched through it.
+// The page hands over what was fetched past this worker (before it took control: offline.js). Kept as if fetched
+// through it, unless already kept: the runtime is 30 MB, and the page hands it over after every device paint.
+async function keepHandedOver(href) {
+  const url = new URL(href);
+  if (url.origin !== self.location.origin) return;
+  const request = new Request(url);
+  if (url.pathname.startsWith("/device/models/")) await modelFirst(request);
+  else if (KEEP.some((re) => re.test(url.pathname))
+           && !(await (await caches.open(SHELL)).match(request, { ignoreVary: true }))) await networkFirst(request);
+}
+
 self.addEventListener("message", (event) => {
   const urls = (event.data && event.data.keep) || [];
   event.waitUntil((async () => {
     for (const href of urls) {
-      const url = new URL(href);
-      if (url.origin !== self.location.origin || !KEEP.some((re) => re.test(url.pathname))) continue;
-      try { await networkFirst(new Request(url)); } catch (_) { /* gone meanwhile: kept on its next fetch */ }
+      try { await keepHandedOver(href); } catch (_) { /* gone meanwhile: kept on its next fetch */ }
     }
     event.source?.postMessage({ kept: true });
   })());
