@@ -146,21 +146,34 @@ def test_cancelled_job_is_forgotten(cluster):
     assert server.client.get(f"/api/jobs/{job_id}").status_code == 404
 
 
-def test_full_queue_answers_busy_and_keeps_accepted_jobs(cluster):
-    server, _ = cluster
-    photo = resized_photo(1024)
+def test_full_queue_answers_busy_and_keeps_accepted_jobs(cluster, redis_url):
+    """The gate: every worker stops taking tasks (Celery's cancel_consumer), so the waiting list fills to the
+    server's four slots and what comes after is refused with 503 + Retry-After; reopened, the workers paint every
+    accepted job."""
+    from celery import Celery
+
+    server, workers = cluster
+    control = Celery("anipaint", broker=redis_url).control
+    closed = control.cancel_consumer("celery", reply=True, timeout=10)
+    assert len(closed) == len(workers), closed
     accepted, busy = [], []
-    for _ in range(10):
-        res = server.submit(photo, max_side=1024)
-        if res.status_code == 202:
-            accepted.append(res.json()["id"])
-        else:
-            busy.append(res)
-    assert busy, "ten quick submissions should overflow 2 painters + 4 waiting slots"
+    try:
+        for _ in range(6):
+            res = server.submit(resized_photo(128), max_side=128)
+            if res.status_code == 202:
+                accepted.append(res.json()["id"])
+            else:
+                busy.append(res)
+        time.sleep(1)  # time enough for a worker to take one, were the gate open
+        assert [server.client.get(f"/api/jobs/{i}").json()["status"] for i in accepted] == ["queued"] * 4
+    finally:
+        opened = control.add_consumer("celery", reply=True, timeout=10)
+    assert len(opened) == len(workers), opened
+    assert len(busy) == 2, [r.status_code for r in busy]
     for res in busy:
         assert res.status_code == 503 and int(res.headers["Retry-After"]) > 0 and res.json()["detail"]
     for job_id in accepted:
-        assert server.wait_job(job_id, timeout=300)["status"] == "done"
+        assert server.wait_job(job_id, timeout=120)["status"] == "done"
 
 
 def test_a_worker_moves_onto_its_fast_engine_without_a_restart(sources, tmp_path, engine_builds):
