@@ -10,13 +10,15 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from anipaint import animation, imaging, video
 from anipaint.errors import AnipaintError
 from anipaint.options import PaintOptions
-from anipaint.painter import Painter, get_painter
 from anipaint.settings import Settings
+
+if TYPE_CHECKING:
+    from anipaint.painter import Painter
 
 Kind = Literal["picture", "animation", "video"]
 
@@ -40,6 +42,16 @@ def output_path(src: Path, folder: Path) -> Path:
 
 def convert(src: Path, dst: Path, asked: PaintOptions, settings: Settings, *, watch: bool = False) -> int:
     """The verb: returns the exit code."""
+    from anipaint import availability
+
+    # What can be refused from the arguments alone is refused before the painter loads (torch takes seconds).
+    availability.resolve(asked.style, settings)
+    if not src.exists():
+        raise AnipaintError(f"{src}: no such file or folder")
+    if src.is_file() and (kind_of(src) or "picture") == "picture":
+        imaging.probe_image(src)
+    from anipaint.painter import get_painter
+
     painter = get_painter(asked.style, settings)
     if watch:
         from anipaint.watching import watch_folder
@@ -50,8 +62,6 @@ def convert(src: Path, dst: Path, asked: PaintOptions, settings: Settings, *, wa
                             wanted=lambda path: kind_of(path) is not None)
     if src.is_dir():
         return _convert_folder(painter, src, dst, asked)
-    if not src.exists():
-        raise AnipaintError(f"{src}: no such file or folder")
     convert_file(painter, src, dst, asked)
     return 0
 

@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 from PIL import Image
@@ -21,8 +22,10 @@ from PIL import Image
 from anipaint import postprocess, preprocess
 from anipaint.errors import OptionError
 from anipaint.options import PaintOptions
-from anipaint.painter import Painter
 from anipaint.temporal import Motion, MotionEstimator, Steadier
+
+if TYPE_CHECKING:  # the painter (and torch) load on first paint, not when a video's options are checked
+    from anipaint.painter import Painter
 
 AHEAD = 8  # frames decoded and measured ahead of the painting
 BATCH = 4  # frames per engine call when batching pays

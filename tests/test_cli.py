@@ -89,6 +89,20 @@ def test_clear_errors_and_nonzero_exit(prepared_store, tmp_path):
     assert proc.returncode == 2 and "max-side" in proc.stderr
 
 
+def test_a_wrong_argument_is_refused_before_the_painter_loads(prepared_store, tmp_path):
+    """A missing file, an unknown style or a file that is no picture is answered without loading the painter
+    (and torch, which takes seconds): the process that refused never imported them."""
+    bad = tmp_path / "bad.jpg"
+    bad.write_bytes(b"nope")
+    for args in ([str(tmp_path / "nope.jpg"), "o.png"], [str(GROUP_PHOTO), "o.png", "--style", "van-gogh"],
+                 [str(bad), "o.png"]):
+        probe = (f"import sys; from anipaint.cli import main; rc = main(['convert', *{args!r}]); "
+                 "print(rc, 'torch' in sys.modules, 'anipaint.painter' in sys.modules)")
+        proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=tmp_path, timeout=60)
+        assert proc.stdout.split() == ["2", "False", "False"], (args, proc.stdout, proc.stderr)
+        assert proc.stderr.startswith("anipaint: error: ") and proc.stderr.count("\n") == 1, proc.stderr
+
+
 def test_styles_lists_availability_with_reasons(prepared_store, tmp_path):
     proc = run_cli("styles")
     assert proc.returncode == 0
