@@ -20,11 +20,11 @@ test: setup-test
 	.venv/bin/python -m pytest -q -ra --durations=30
 
 # The inner loop: everything but engine builds, TensorFlow references, the page in Chromium, the megapixel memory
-# probes, the Celery cluster and the installed wheel (`make test` runs them all).
+# probes, the Celery cluster, the installed wheel and the schemathesis fuzzing run (`make test` runs them all).
 test-fast: setup-test
 	.venv/bin/ruff check .
 	.venv/bin/python -m pytest -q -ra --durations=30 \
-	  -m "not builds and not tensorflow and not browser and not memory and not scaleout and not wheel"
+	  -m "not builds and not tensorflow and not browser and not memory and not scaleout and not wheel and not fuzz"
 
 bench: models
 	.venv/bin/anipaint bench --json artifacts/bench.json

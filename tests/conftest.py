@@ -178,9 +178,17 @@ def memory_probe():
 # Markers given by the fixtures a test uses (registered in pyproject.toml): `make test-fast` leaves these out.
 # `browser` is test_page.py's fixture (headless Chromium), which every page test asks for; `cluster` is
 # test_scaleout.py's web process and two Celery workers over a real Redis; `installed` is test_wheel.py's fresh
-# virtual environment with the wheel built from this checkout.
-MARKED_BY_FIXTURE = {"engine_builds": "builds", "tensorflow": "tensorflow", "browser": "browser",
-                     "memory_probe": "memory", "cluster": "scaleout", "installed": "wheel"}
+# virtual environment with the wheel built from this checkout; `schemathesis_run` is test_openapi.py's fuzzing run.
+MARKED_BY_FIXTURE = {"engine_builds": "builds", "own_build_home": "builds", "tensorflow": "tensorflow",
+                     "browser": "browser", "memory_probe": "memory", "cluster": "scaleout", "installed": "wheel",
+                     "schemathesis_run": "fuzz"}
+
+
+@pytest.fixture
+def own_build_home(tmp_path: Path) -> Path:
+    """An empty model store for a test that builds an engine itself, for what building says or leaves behind
+    rather than for the engine (which :func:`engine_builds` makes once per run for everyone)."""
+    return tmp_path / "home"
 
 
 def pytest_collection_modifyitems(config, items):  # noqa: ARG001 - pytest hook signature

@@ -72,15 +72,15 @@ def test_the_convolutions_a_fast_build_uses_stay_faithful_to_the_eager_network(s
     if dtype == torch.bfloat16 and not isinstance(bf16, graph_compile.ExportableGraph):  # v1: nn.Conv2d swapped
         assert any(isinstance(m, graph_compile.CastConv) for m in bf16.modules())
         assert not any(isinstance(m, torch.nn.Conv2d) and m.weight.shape[1] > 1 for m in bf16.modules())
-    for name, rgb in photos.items():
+    for i, (name, rgb) in enumerate(photos.items()):
         h, w = (n // multiple * multiple for n in rgb.shape[:2])
         x = to_tensor(np.ascontiguousarray(rgb[:h, :w]))
         with torch.inference_mode():
             want = from_tensor(network(x))
             got = from_tensor(bf16(x))
-            same = from_tensor(fp32(x))
         db, far = psnr(got, want), far_share(got, want)
         assert faithful(db, far), (style_id, name, round(db, 1), f"{far:.4%} of pixels far off")
-        if dtype == torch.bfloat16:
-            assert db < psnr(same, want), (style_id, name)  # bf16 did round: the check is not of the fp32 module
+        if dtype == torch.bfloat16 and i == 0:  # bf16 did round: the check is not of the fp32 module
+            with torch.inference_mode():
+                assert db < psnr(from_tensor(fp32(x)), want), (style_id, name)
 

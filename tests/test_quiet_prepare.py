@@ -112,9 +112,9 @@ def test_prepare_shows_its_steps_and_one_line_per_style(tmp_path, v3_cute_built)
     print(f"prepare v3-cute (convert, ONNX export, measure): {seconds:.1f} s\n{proc.stdout}")
 
 
-def test_verbose_shows_the_exporters_noise(tmp_path, sources) -> None:
+def test_verbose_shows_the_exporters_noise(own_build_home, sources) -> None:
     """v2-hayao's ONNX build alone (named in the settings): quiet, then again with ``-v``, noisy."""
-    home, onnx = tmp_path / "home", {"ANIPAINT_BACKEND": "onnxruntime"}
+    home, onnx = own_build_home, {"ANIPAINT_BACKEND": "onnxruntime"}
     proc = _prepare(home, "v2-hayao", **onnx)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert not _noise(proc.stdout, proc.stderr), proc.stdout + proc.stderr
