@@ -153,16 +153,23 @@ def warping_error(inputs: list[np.ndarray], outputs: list[np.ndarray]) -> float:
     t−1 moved onto frame t by the input's flow, pixels that fail the flows' consistency check left out, the mean
     squared difference with values in [0, 1], averaged over the frame pairs. ``warping_error(x, x)`` is the input's
     own, about the floor a steady result can reach since the flow has errors of its own."""
-    errors = []
+    return warping_errors(inputs, [outputs])[0]
+
+
+def warping_errors(inputs: list[np.ndarray], paintings: list[list[np.ndarray]]) -> list[float]:
+    """:func:`warping_error` of each of several paintings of the same ``inputs``, the flows worked out once."""
+    errors: list[list[float]] = [[] for _ in paintings]
     for t in range(1, len(inputs)):
         a, b = (cv2.cvtColor(inputs[i], cv2.COLOR_RGB2GRAY) for i in (t - 1, t))
         back, forward = _farneback(b, a), _farneback(a, b)
         h, w = back.shape[:2]
         mask = consistent(back, forward)
-        moved = warp(outputs[t - 1][..., :3].astype(np.float32) / 255, _grid(h, w) + back)
-        diff = (outputs[t][..., :3].astype(np.float32) / 255 - moved) ** 2
-        errors.append(float(diff[mask].mean()) if mask.any() else 0.0)
-    return float(np.mean(errors)) if errors else 0.0
+        grid = _grid(h, w) + back
+        for outputs, found in zip(paintings, errors, strict=True):
+            moved = warp(outputs[t - 1][..., :3].astype(np.float32) / 255, grid)
+            diff = (outputs[t][..., :3].astype(np.float32) / 255 - moved) ** 2
+            found.append(float(diff[mask].mean()) if mask.any() else 0.0)
+    return [float(np.mean(found)) if found else 0.0 for found in errors]
 
 
 def sharpness(frames: list[np.ndarray]) -> float:
