@@ -144,9 +144,8 @@ def test_predict_paints_the_photo(server: Server) -> None:
 
 
 def test_full_resolution_job_reports_progress_while_painting(server: Server) -> None:
-    """A 1200 px job in the default style at its own size: painted layer by layer, and the progress moves during
-    the paint."""
-    res = server.submit(resized_photo(1200), style="v3-hayao", max_side="original", faces="false")
+    """A 1200 px job at its own size: painted layer by layer, and the progress moves during the paint."""
+    res = server.submit(resized_photo(1200), style=fast_style(), max_side="original", faces="false")
     assert res.status_code == 202, res.text
     job_id = res.json()["id"]
     painting: list[float] = []
