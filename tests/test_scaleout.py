@@ -154,7 +154,7 @@ def test_full_queue_answers_busy_and_keeps_accepted_jobs(cluster, redis_url):
 
     server, workers = cluster
     control = Celery("anipaint", broker=redis_url).control
-    closed = control.cancel_consumer("celery", reply=True, timeout=10)
+    closed = control.cancel_consumer("celery", reply=True, timeout=10, limit=len(workers))
     assert len(closed) == len(workers), closed
     accepted, busy = [], []
     try:
@@ -167,7 +167,7 @@ def test_full_queue_answers_busy_and_keeps_accepted_jobs(cluster, redis_url):
         time.sleep(1)  # time enough for a worker to take one, were the gate open
         assert [server.client.get(f"/api/jobs/{i}").json()["status"] for i in accepted] == ["queued"] * 4
     finally:
-        opened = control.add_consumer("celery", reply=True, timeout=10)
+        opened = control.add_consumer("celery", reply=True, timeout=10, limit=len(workers))
     assert len(opened) == len(workers), opened
     assert len(busy) == 2, [r.status_code for r in busy]
     for res in busy:
