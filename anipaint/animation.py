@@ -37,7 +37,7 @@ def frame_count(src: Path | bytes) -> int:
     try:
         with Image.open(io.BytesIO(src) if isinstance(src, bytes) else src) as img:
             return getattr(img, "n_frames", 1) if img.format in ANIMATED_FORMATS else 1
-    except (OSError, ValueError, Image.DecompressionBombError):
+    except (OSError, ValueError, RuntimeError, Image.DecompressionBombError):  # RuntimeError: Pillow's AVIF reader
         return 0
 
 
