@@ -24,7 +24,18 @@ from anipaint.settings import settings_from_env
 REPO = Path(__file__).resolve().parent.parent
 SOURCES = Path(os.environ.get("ANIPAINT_SOURCES") or REPO.parent / "shared" / "models").resolve()
 
-_SESSION_HOME = Path(tempfile.mkdtemp(prefix="anipaint-test-home-"))
+# Under pytest-xdist every worker shares the controller's home (the store's file locks keep each conversion and
+# engine build to one per run); the controller, which made it, removes it at the end.
+_SESSION_HOME = Path(os.environ.get("ANIPAINT_TEST_SESSION_HOME") or tempfile.mkdtemp(prefix="anipaint-test-home-"))
+os.environ["ANIPAINT_TEST_SESSION_HOME"] = str(_SESSION_HOME)
+# Each xdist worker gets cores of its own (the engine sizes its threads from the affinity, and the servers and CLI
+# runs a test starts inherit it): two workers spinning two OpenMP threads each on two cores run ~5x slower.
+if "PYTEST_XDIST_WORKER" in os.environ and hasattr(os, "sched_setaffinity"):
+    _cpus = sorted(os.sched_getaffinity(0))
+    _workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    _index = int(os.environ["PYTEST_XDIST_WORKER"].removeprefix("gw"))
+    _mine = _cpus[_index % len(_cpus) :: max(1, min(_workers, len(_cpus)))]
+    os.sched_setaffinity(0, _mine)
 os.environ["ANIPAINT_HOME"] = str(_SESSION_HOME)
 os.environ["ANIPAINT_SOURCES"] = str(SOURCES)
 # Test servers convert the other styles in the background but build no engines (minutes of CPU each);
@@ -60,6 +71,8 @@ def pytest_make_collect_report(collector):  # noqa: ARG001 - pytest hook signatu
 
 
 def pytest_sessionfinish(session, exitstatus):  # noqa: ARG001 - pytest hook signature
+    if hasattr(session.config, "workerinput"):  # an xdist worker: the controller removes the home
+        return
     shutil.rmtree(_SESSION_HOME, ignore_errors=True)
 
 
