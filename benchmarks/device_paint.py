@@ -168,6 +168,7 @@ def main(argv: list[str] | None = None) -> int:
             whole = statistics.median(t["whole"] for t in times) / 1000
             print(f"  {ep:6s} run {run * 1000:6.0f} ms ({run / native[style_id]:.2f}× native)   "
                   f"whole paint {whole * 1000:6.0f} ms ({whole / native[style_id]:.2f}× native's run)")
+            print("         each run: " + ", ".join(f"{t['paint']:.0f}" for t in times) + " ms")
     return 0
 
 

@@ -4,11 +4,13 @@ Each device model is made from the style's ``onnxruntime`` build (:data:`.backen
 the server's ONNX Runtime backend runs), never exported a second time. Its weights are stored in float16 when
 that stays faithful (:func:`anipaint.quality.faithful`: ≥ 40 dB and almost no far-off pixels, 5 dB over the
 35 dB the browser must keep against the server) to the float32 file on the check photos, float32 otherwise.
-Only the *stored* weights are halved: each becomes a float16 initializer behind a ``Cast`` to float32, which
-ONNX Runtime folds when the session loads, so the browser computes in float32 (WebAssembly has no float16
-kernels) and the download is half the size.
+Before that, each norm's element-wise chain becomes ONNX Runtime's ``InstanceNormalization`` and each per-channel
+mean a ``GlobalAveragePool`` (:mod:`.onnx_norms`: fewer passes over the activations, which cost WebAssembly's
+128-bit SIMD more than they cost native code), checked like the weights. Only the *stored* weights are halved:
+each becomes a float16 initializer behind a ``Cast`` to float32, which ONNX Runtime folds when the session loads,
+so the browser computes in float32 (WebAssembly has no float16 kernels) and the download is half the size.
 
-The file and a record of the decision (``device-<key>.onnx`` / ``.json``) sit in the style's engine folder
+The file and a record of the decision (``device-<key>-v<version>.onnx`` / ``.json``) sit in the style's engine folder
 under the same key as every other build (:func:`.builds.engine_key`): new weights, a new torch or ONNX Runtime
 make new ones. ``anipaint models prepare`` and the background preparation make them; :func:`read` only looks.
 """
@@ -31,7 +33,7 @@ from anipaint.networks.architectures import get_architecture
 from anipaint.registry import Style
 from anipaint.settings import Settings
 
-DEVICE_VERSION = 1  # bump when the recipe below changes
+DEVICE_VERSION = 2  # bump when the recipe below changes
 NAME = "device"
 MIN_CELLS = 3  # the exported graphs take H and W of at least this many size multiples (graph_compile.MIN_MULTIPLES)
 
@@ -46,6 +48,7 @@ class DeviceModel:
     bytes: int
     weights: str  # "float16" or "float32"
     psnr_fp16: float | None  # float16 weights against the float32 file, worst check photo (100: identical)
+    rewritten: int  # nodes rewritten by .onnx_norms (0: the float32 file's graph as it was exported)
     multiple: int  # H and W are padded (reflected, bottom/right) to a multiple of this
     min_cells: int  # ...and to at least this many multiples
     min_side: int  # smaller pictures are edge-padded to this first, as the server's engine does
@@ -102,18 +105,23 @@ def ensure(style: Style, settings: Settings) -> DeviceModel:
     multiple = SIZE_MULTIPLE if from_weights else int(network.size_multiple)
     min_cells = 1 if from_weights else MIN_CELLS
     _check_dynamic(fp32, style)
-    out = builds.build_file(NAME, ".onnx", style, settings, key)
-    half = _half_weights(fp32)
-    worst = _worst_psnr(fp32, half, settings, None if from_weights else multiple)
+    out = builds.build_file(NAME, f"-v{DEVICE_VERSION}.onnx", style, settings, key)
     from anipaint.quality import faithful
 
-    data = half if worst is not None and faithful(*worst) else fp32.read_bytes()
+    check_multiple = None if from_weights else multiple
+    graph, rewritten = _rewritten(fp32)
+    if rewritten and not faithful(*(_worst_psnr(fp32, graph.SerializeToString(), settings, check_multiple)
+                                    or (0.0, 1.0))):
+        graph, rewritten = _rewritten(fp32, rewrite=False)
+    half = _half_weights(graph)
+    worst = _worst_psnr(fp32, half, settings, check_multiple)
+    data = half if worst is not None and faithful(*worst) else graph.SerializeToString()
     _write(out, data)
     model = DeviceModel(
         style=style.id, file=out.name, sha256=hashlib.sha256(data).hexdigest(), bytes=len(data),
         weights="float16" if data is half else "float32",
         psnr_fp16=None if worst is None else round(min(worst[0], 100.0), 2),  # 100: identical (JSON has no inf)
-        multiple=multiple, min_cells=min_cells, min_side=MIN_SIZE,
+        rewritten=rewritten, multiple=multiple, min_cells=min_cells, min_side=MIN_SIZE,
     )
     _write(_record_path(style, settings, key), json.dumps(asdict(model), indent=1).encode())
     return model
@@ -136,7 +144,21 @@ def _check_dynamic(path: Path, style: Style) -> None:
         raise ValueError(f"{style.id}: its ONNX export runs at one size only, so it cannot paint on the device")
 
 
-def _half_weights(path: Path) -> bytes:
+def _rewritten(path: Path, rewrite: bool = True):
+    """The float32 file's graph (an ``onnx.ModelProto``) with its norms rewritten, and how many nodes were."""
+    import onnx
+
+    from anipaint.engine.onnx_norms import fuse_instance_norms, pooled_means
+
+    model = onnx.load(str(path))
+    if not rewrite:
+        return model, 0
+    rewritten = fuse_instance_norms(model) + pooled_means(model)
+    onnx.checker.check_model(model)
+    return model, rewritten
+
+
+def _half_weights(model) -> bytes:
     """The ONNX file with every float32 weight tensor stored as float16 behind a Cast back to float32.
 
     onnx's own helpers rather than onnxconverter-common's float16 converter: that one also moves the computation
@@ -145,7 +167,7 @@ def _half_weights(path: Path) -> bytes:
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
-    model = onnx.load(str(path))
+    model = type(model).FromString(model.SerializeToString())  # a copy: the float32 graph stays as it is
     graph = model.graph
     casts = []
     for init in graph.initializer:

@@ -1,0 +1,109 @@
+"""The device models' graph rewrites (anipaint.engine.onnx_norms): each norm chain becomes one
+InstanceNormalization, each per-channel mean a GlobalAveragePool, and the file still paints what the server's
+float32 ONNX file paints."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+from anipaint.engine.onnx_norms import fuse_instance_norms, pooled_means  # noqa: E402
+
+C, EPS = 4, 1e-5
+
+
+def _norm_graph(leak_centred: bool = False):
+    """y = (a - mean a) / sqrt(mean((a - mean a)^2) + eps) * sqrt(var b + eps) + mean b, as the exporter writes
+    AnimeGANv3's norms; with ``leak_centred`` the centred value is also a graph output."""
+    axes = numpy_helper.from_array(np.array([2, 3], np.int64), "axes")
+    two = numpy_helper.from_array(np.array(2.0, np.float32), "two")
+    eps = numpy_helper.from_array(np.array(EPS, np.float32), "eps")
+    mean = lambda x, out: helper.make_node("ReduceMean", [x, "axes"], [out], keepdims=1)  # noqa: E731
+    nodes = [
+        mean("b", "mb"), helper.make_node("Sub", ["b", "mb"], ["cb"]), helper.make_node("Pow", ["cb", "two"], ["pb"]),
+        mean("pb", "vb"), helper.make_node("Add", ["vb", "eps"], ["vbe"]), helper.make_node("Sqrt", ["vbe"], ["sb"]),
+        mean("a", "ma"), helper.make_node("Sub", ["a", "ma"], ["ca"]), helper.make_node("Pow", ["ca", "two"], ["pa"]),
+        mean("pa", "va"), helper.make_node("Add", ["va", "eps"], ["vae"]), helper.make_node("Sqrt", ["vae"], ["sa"]),
+        helper.make_node("Reciprocal", ["sa"], ["ra"]), helper.make_node("Mul", ["ca", "ra"], ["na"]),
+        helper.make_node("Mul", ["na", "sb"], ["scaled"]), helper.make_node("Add", ["scaled", "mb"], ["y"]),
+    ]
+    shape = [1, C, "h", "w"]
+    inputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, shape) for n in ("a", "b")]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)]
+    if leak_centred:
+        outputs.append(helper.make_tensor_value_info("ca", TensorProto.FLOAT, shape))
+    graph = helper.make_graph(nodes, "norm", inputs, outputs, [axes, two, eps])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+
+
+def _run(model, feed: dict) -> list[np.ndarray]:
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return session.run(None, feed)
+
+
+def _ops(model) -> Counter:
+    return Counter(node.op_type for node in model.graph.node)
+
+
+def test_a_norm_chain_becomes_one_instance_normalization_with_the_same_output() -> None:
+    rng = np.random.default_rng(3)
+    feed = {"a": rng.normal(2.0, 3.0, (1, C, 9, 13)).astype(np.float32),
+            "b": rng.normal(-1.0, 0.5, (1, C, 9, 13)).astype(np.float32)}
+    model = _norm_graph()
+    (want,) = _run(model, feed)
+    assert fuse_instance_norms(model) == 1
+    assert pooled_means(model) == 3  # b's two means and its square
+    onnx.checker.check_model(model)
+    ops = _ops(model)
+    assert ops["InstanceNormalization"] == 1 and ops["GlobalAveragePool"] == 2
+    assert not {"ReduceMean", "Pow", "Reciprocal"} & set(ops)
+    (got,) = _run(model, feed)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_a_chain_whose_centred_value_is_used_elsewhere_is_left_alone() -> None:
+    model = _norm_graph(leak_centred=True)
+    assert fuse_instance_norms(model) == 0
+    assert _ops(model)["InstanceNormalization"] == 0
+
+
+# v3-hayao's 13 norms rescale one activation by another's statistics (the chain above); v3-tiny's few norms
+# divide by their spread without rescaling, so only their means become pools.
+@pytest.mark.parametrize("style_id, norms", [("v3-hayao", 13), ("v3-cute", 0)])
+def test_the_device_model_has_single_norms_and_paints_as_the_float32_file(device_model, style_id, norms) -> None:
+    """Against the server's float32 ONNX Runtime file, on real photos the check set never saw: ≥ 40 dB and at most
+    0.01 % of pixels far off."""
+    data = pytest.importorskip("skimage.data")
+    from PIL import Image
+
+    from anipaint import store
+    from anipaint.engine import backends, builds, device_models
+    from anipaint.engine.runners import OrtBackend
+    from anipaint.engine.tensors import from_tensor, to_tensor
+    from anipaint.quality import faithful, far_share, psnr
+    from anipaint.registry import get_style
+    from anipaint.settings import reload_settings
+
+    settings = reload_settings()
+    style = get_style(style_id)
+    model = device_model(style_id)
+    key = builds.cached_engine_key(store.artefact_path(style, settings))
+    fp32 = backends.build_path(backends.PORTABLE, style, settings, key)
+    device_file = device_models.path_of(model, style, settings)
+    before, after = _ops(onnx.load(str(fp32))), _ops(onnx.load(str(device_file)))
+    assert after["InstanceNormalization"] == norms and model.rewritten > 0
+    # a fused chain takes two means with it; every other mean is now a pool
+    assert after["InstanceNormalization"] * 2 + after["GlobalAveragePool"] == before["ReduceMean"] > 0
+    assert not {"ReduceMean", "Pow"} & set(after)
+    want, got = OrtBackend(fp32, model.multiple), OrtBackend(device_file, model.multiple)
+    for photo in (data.astronaut(), data.chelsea()):
+        x = to_tensor(np.asarray(Image.fromarray(photo).resize((256, 256))))
+        a, b = from_tensor(got(x)), from_tensor(want(x))
+        assert faithful(psnr(a, b), far_share(a, b)), (psnr(a, b), far_share(a, b))
