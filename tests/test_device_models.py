@@ -1,6 +1,6 @@
-"""The device models' graph rewrites (anipaint.engine.onnx_norms): each norm chain becomes one
-InstanceNormalization, each per-channel mean a GlobalAveragePool, and the file still paints what the server's
-float32 ONNX file paints."""
+"""The device models' graph rewrites (anipaint.engine.onnx_norms, .onnx_upsample): each norm chain becomes one
+InstanceNormalization, each per-channel mean a GlobalAveragePool, each 2× upsampling one Resize, and the file
+still paints what the server's float32 ONNX file paints."""
 
 from __future__ import annotations
 
@@ -76,8 +76,10 @@ def test_a_chain_whose_centred_value_is_used_elsewhere_is_left_alone() -> None:
 
 # v3-hayao's 13 norms rescale one activation by another's statistics (the chain above); v3-tiny's few norms
 # divide by their spread without rescaling, so only their means become pools.
-@pytest.mark.parametrize("style_id, norms", [("v3-hayao", 13), ("v3-cute", 0)])
-def test_the_device_model_has_single_norms_and_paints_as_the_float32_file(device_model, style_id, norms) -> None:
+# Both upsample three times (v3-cute once more), each now one Resize of both axes (their only Slices were those).
+@pytest.mark.parametrize("style_id, norms, resizes", [("v3-hayao", 13, 3), ("v3-cute", 0, 4)])
+def test_the_device_model_has_single_norms_and_resizes_and_paints_as_the_float32_file(
+        device_model, style_id, norms, resizes) -> None:
     """Against the server's float32 ONNX Runtime file, on real photos the check set never saw: ≥ 40 dB and at most
     0.01 % of pixels far off."""
     data = pytest.importorskip("skimage.data")
@@ -102,8 +104,63 @@ def test_the_device_model_has_single_norms_and_paints_as_the_float32_file(device
     # a fused chain takes two means with it; every other mean is now a pool
     assert after["InstanceNormalization"] * 2 + after["GlobalAveragePool"] == before["ReduceMean"] > 0
     assert not {"ReduceMean", "Pow"} & set(after)
+    assert after["Resize"] == before["Resize"] + resizes and before["Slice"] > 0 == after["Slice"]
     want, got = OrtBackend(fp32, model.multiple), OrtBackend(device_file, model.multiple)
     for photo in (data.astronaut(), data.chelsea()):
         x = to_tensor(np.asarray(Image.fromarray(photo).resize((256, 256))))
         a, b = from_tensor(got(x)), from_tensor(want(x))
         assert faithful(psnr(a, b), far_share(a, b)), (psnr(a, b), far_share(a, b))
+
+
+def _upsample_model(leak_midpoints: bool = False):
+    """AnimeGANv3's 2× upsampling (TF1's asymmetric bilinear, graph_ops.resize_bilinear) exported as the device
+    models' float32 files are (torch.export, symbolic H and W); with ``leak_midpoints`` a midpoint tensor is
+    also a graph output."""
+    import io
+
+    import torch
+
+    from anipaint.networks.graph_ops import resize_bilinear
+
+    class Upsample(torch.nn.Module):
+        def forward(self, x):
+            return resize_bilinear(x * 1.0, (x.shape[-2] * 2, x.shape[-1] * 2))
+
+    dims = {"x": {2: torch.export.Dim("h", min=3, max=512), 3: torch.export.Dim("w", min=3, max=512)}}
+    program = torch.export.export(Upsample(), (torch.zeros(1, C, 6, 8),), dynamic_shapes=dims)
+    buf = io.BytesIO()
+    torch.onnx.export(program, dynamo=True, optimize=True).save(buf)
+    model = onnx.load_from_string(buf.getvalue())
+    if leak_midpoints:
+        add = next(n for n in model.graph.node if n.op_type == "Add")
+        model.graph.output.append(helper.make_tensor_value_info(add.output[0], TensorProto.FLOAT, None))
+    return model
+
+
+def test_an_exported_2x_upsampling_becomes_one_resize_with_the_same_output() -> None:
+    from anipaint.engine.onnx_upsample import upsample_to_resize
+
+    model = _upsample_model()
+    x = np.random.default_rng(5).normal(0.0, 1.0, (1, C, 7, 5)).astype(np.float32)  # odd sizes: the clamped edge
+    feed = {model.graph.input[0].name: x}
+    (want,) = _run(model, feed)
+    assert want.shape == (1, C, 14, 10)
+    assert upsample_to_resize(model) == 2  # one chain per axis, merged into one 2-D Resize
+    onnx.checker.check_model(model)
+    ops = _ops(model)
+    assert ops["Resize"] == 1 and not {"Slice", "Concat", "Unsqueeze", "Sub"} & set(ops), ops
+    (got,) = _run(model, feed)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+def test_an_upsampling_whose_midpoints_are_used_elsewhere_keeps_that_axis() -> None:
+    from anipaint.engine.onnx_upsample import upsample_to_resize
+
+    model = _upsample_model(leak_midpoints=True)
+    x = np.random.default_rng(6).normal(0.0, 1.0, (1, C, 4, 6)).astype(np.float32)
+    feed = {model.graph.input[0].name: x}
+    want = _run(model, feed)
+    assert upsample_to_resize(model) == 1
+    got = _run(model, feed)
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)

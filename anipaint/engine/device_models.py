@@ -5,10 +5,12 @@ the server's ONNX Runtime backend runs), never exported a second time. Its weigh
 that stays faithful (:func:`anipaint.quality.faithful`: ≥ 40 dB and almost no far-off pixels, 5 dB over the
 35 dB the browser must keep against the server) to the float32 file on the check photos, float32 otherwise.
 Before that, each norm's element-wise chain becomes ONNX Runtime's ``InstanceNormalization`` and each per-channel
-mean a ``GlobalAveragePool`` (:mod:`.onnx_norms`: fewer passes over the activations, which cost WebAssembly's
-128-bit SIMD more than they cost native code), checked like the weights. Only the *stored* weights are halved:
-each becomes a float16 initializer behind a ``Cast`` to float32, which ONNX Runtime folds when the session loads,
-so the browser computes in float32 (WebAssembly has no float16 kernels) and the download is half the size.
+mean a ``GlobalAveragePool`` (:mod:`.onnx_norms`), and each 2× bilinear upsampling one ``Resize``
+(:mod:`.onnx_upsample`): fewer passes over the activations and fewer full-size tensors, which cost WebAssembly's
+128-bit SIMD and its heap more than they cost native code; checked like the weights. Only the *stored* weights
+are halved: each becomes a float16 initializer behind a ``Cast`` to float32, which ONNX Runtime folds when the
+session loads, so the browser computes in float32 (WebAssembly has no float16 kernels) and the download is half
+the size.
 
 The file and a record of the decision (``device-<key>-v<version>.onnx`` / ``.json``) sit in the style's
 engine folder under the same key as every other build (:func:`.builds.engine_key`): new weights, a new torch or
@@ -34,7 +36,7 @@ from anipaint.networks.architectures import get_architecture
 from anipaint.registry import Style
 from anipaint.settings import Settings
 
-DEVICE_VERSION = 2  # bump when the recipe below changes
+DEVICE_VERSION = 3  # bump when the recipe below changes
 NAME = "device"
 MIN_CELLS = 3  # the exported graphs take H and W of at least this many size multiples (graph_compile.MIN_MULTIPLES)
 
@@ -49,7 +51,7 @@ class DeviceModel:
     bytes: int
     weights: str  # "float16" or "float32"
     psnr_fp16: float | None  # float16 weights against the float32 file, worst check photo (100: identical)
-    rewritten: int  # nodes rewritten by .onnx_norms (0: the float32 file's graph as it was exported)
+    rewritten: int  # chains rewritten by .onnx_norms and .onnx_upsample (0: the graph as exported)
     multiple: int  # H and W are padded (reflected, bottom/right) to a multiple of this
     min_cells: int  # ...and to at least this many multiples
     min_side: int  # smaller pictures are edge-padded to this first, as the server's engine does
@@ -150,15 +152,17 @@ def _check_dynamic(path: Path, style: Style) -> None:
 
 
 def _rewritten(path: Path, rewrite: bool = True):
-    """The float32 file's graph (an ``onnx.ModelProto``) with its norms rewritten, and how many nodes were."""
+    """The float32 file's graph (an ``onnx.ModelProto``) with its norms and upsamplings rewritten, and how many
+    nodes were."""
     import onnx
 
     from anipaint.engine.onnx_norms import fuse_instance_norms, pooled_means
+    from anipaint.engine.onnx_upsample import upsample_to_resize
 
     model = onnx.load(str(path))
     if not rewrite:
         return model, 0
-    rewritten = fuse_instance_norms(model) + pooled_means(model)
+    rewritten = fuse_instance_norms(model) + pooled_means(model) + upsample_to_resize(model)
     try:
         onnx.checker.check_model(model)
     except onnx.checker.ValidationError:  # a rewrite the checker refuses: the graph as exported instead

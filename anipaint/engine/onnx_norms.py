@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 
-def _graph_index(graph) -> tuple[dict, dict, dict]:
+def graph_index(graph) -> tuple[dict, dict, dict]:
     from onnx import numpy_helper
 
     producer = {out: node for node in graph.node for out in node.output}
@@ -39,7 +39,7 @@ def _is_spatial_mean(node, constants: dict) -> bool:
     return keepdims == 1 and sorted(int(v) for v in constants[node.input[1]].reshape(-1)) in ([2, 3], [-2, -1])
 
 
-def _scalar(constants: dict, name: str) -> float | None:
+def scalar_of(constants: dict, name: str) -> float | None:
     value = constants.get(name)
     return float(value.reshape(-1)[0]) if value is not None and value.size == 1 else None
 
@@ -62,12 +62,12 @@ def _match_norm(mul, producer: dict, consumers: dict, constants: dict, outputs: 
     if add_eps is None or add_eps.op_type != "Add":
         return None
     var = get(add_eps.input[0])
-    eps = _scalar(constants, add_eps.input[1])
+    eps = scalar_of(constants, add_eps.input[1])
     if not _is_spatial_mean(var, constants) or eps is None:
         return None
     square = get(var.input[0])
     if square is None or square.input[0] != sub.output[0] or not (
-        (square.op_type == "Pow" and _scalar(constants, square.input[1]) == 2.0)
+        (square.op_type == "Pow" and scalar_of(constants, square.input[1]) == 2.0)
         or (square.op_type == "Mul" and square.input[1] == sub.output[0])
     ):
         return None
@@ -93,7 +93,7 @@ def fuse_instance_norms(model) -> int:
     from onnx import helper, numpy_helper
 
     graph = model.graph
-    producer, consumers, constants = _graph_index(graph)
+    producer, consumers, constants = graph_index(graph)
     outputs = {out.name for out in graph.output}
     found = [m for n in graph.node if n.op_type == "Mul"
              for m in [_match_norm(n, producer, consumers, constants, outputs)] if m]
@@ -118,7 +118,7 @@ def fuse_instance_norms(model) -> int:
             nodes.append(node)
     del graph.node[:]
     graph.node.extend(nodes)
-    _drop_unused_initializers(graph)
+    drop_unused_initializers(graph)
     return len(found)
 
 
@@ -128,22 +128,22 @@ def pooled_means(model) -> int:
     from onnx import helper
 
     graph = model.graph
-    _, _, constants = _graph_index(graph)
+    _, _, constants = graph_index(graph)
     rewritten = 0
     for i, node in enumerate(graph.node):
         name = node.name or f"rewritten_{i}"
         if _is_spatial_mean(node, constants):
             graph.node[i].CopyFrom(helper.make_node("GlobalAveragePool", [node.input[0]], list(node.output), name=name))
-        elif node.op_type == "Pow" and _scalar(constants, node.input[1]) == 2.0:
+        elif node.op_type == "Pow" and scalar_of(constants, node.input[1]) == 2.0:
             graph.node[i].CopyFrom(helper.make_node("Mul", [node.input[0]] * 2, list(node.output), name=name))
         else:
             continue
         rewritten += 1
-    _drop_unused_initializers(graph)
+    drop_unused_initializers(graph)
     return rewritten
 
 
-def _drop_unused_initializers(graph) -> None:
+def drop_unused_initializers(graph) -> None:
     used = {name for node in graph.node for name in node.input} | {out.name for out in graph.output}
     kept = [init for init in graph.initializer if init.name in used]
     del graph.initializer[:]
