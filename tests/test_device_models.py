@@ -19,9 +19,10 @@ from anipaint.engine.onnx_norms import fuse_instance_norms, pooled_means  # noqa
 C, EPS = 4, 1e-5
 
 
-def _norm_graph(leak_centred: bool = False):
+def _norm_graph(leak_centred: bool = False, divide: bool = False):
     """y = (a - mean a) / sqrt(mean((a - mean a)^2) + eps) * sqrt(var b + eps) + mean b, as the exporter writes
-    AnimeGANv3's norms; with ``leak_centred`` the centred value is also a graph output."""
+    AnimeGANv3's norms: times the root's Reciprocal (Hayao), or with ``divide`` a Div by it (Shinkai); with
+    ``leak_centred`` the centred value is also a graph output."""
     axes = numpy_helper.from_array(np.array([2, 3], np.int64), "axes")
     two = numpy_helper.from_array(np.array(2.0, np.float32), "two")
     eps = numpy_helper.from_array(np.array(EPS, np.float32), "eps")
@@ -31,7 +32,8 @@ def _norm_graph(leak_centred: bool = False):
         mean("pb", "vb"), helper.make_node("Add", ["vb", "eps"], ["vbe"]), helper.make_node("Sqrt", ["vbe"], ["sb"]),
         mean("a", "ma"), helper.make_node("Sub", ["a", "ma"], ["ca"]), helper.make_node("Pow", ["ca", "two"], ["pa"]),
         mean("pa", "va"), helper.make_node("Add", ["va", "eps"], ["vae"]), helper.make_node("Sqrt", ["vae"], ["sa"]),
-        helper.make_node("Reciprocal", ["sa"], ["ra"]), helper.make_node("Mul", ["ca", "ra"], ["na"]),
+        *([helper.make_node("Div", ["ca", "sa"], ["na"])] if divide else
+          [helper.make_node("Reciprocal", ["sa"], ["ra"]), helper.make_node("Mul", ["ca", "ra"], ["na"])]),
         helper.make_node("Mul", ["na", "sb"], ["scaled"]), helper.make_node("Add", ["scaled", "mb"], ["y"]),
     ]
     shape = [1, C, "h", "w"]
@@ -52,18 +54,19 @@ def _ops(model) -> Counter:
     return Counter(node.op_type for node in model.graph.node)
 
 
-def test_a_norm_chain_becomes_one_instance_normalization_with_the_same_output() -> None:
+@pytest.mark.parametrize("divide", [False, True], ids=["reciprocal", "div"])
+def test_a_norm_chain_becomes_one_instance_normalization_with_the_same_output(divide) -> None:
     rng = np.random.default_rng(3)
     feed = {"a": rng.normal(2.0, 3.0, (1, C, 9, 13)).astype(np.float32),
             "b": rng.normal(-1.0, 0.5, (1, C, 9, 13)).astype(np.float32)}
-    model = _norm_graph()
+    model = _norm_graph(divide=divide)
     (want,) = _run(model, feed)
     assert fuse_instance_norms(model) == 1
     assert pooled_means(model) == 3  # b's two means and its square
     onnx.checker.check_model(model)
     ops = _ops(model)
     assert ops["InstanceNormalization"] == 1 and ops["GlobalAveragePool"] == 2
-    assert not {"ReduceMean", "Pow", "Reciprocal"} & set(ops)
+    assert not {"ReduceMean", "Pow", "Reciprocal", "Div"} & set(ops)
     (got,) = _run(model, feed)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 

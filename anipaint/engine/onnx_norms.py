@@ -49,15 +49,21 @@ def _other(node, name: str) -> str:
 
 
 def _match_norm(mul, producer: dict, consumers: dict, constants: dict, outputs: set) -> dict | None:
-    """The chain ending in ``mul`` = (a - mean a) * 1/sqrt(mean((a - mean a)^2) + eps), then * s, + m."""
+    """The chain ending in ``mul`` = (a - mean a) * 1/sqrt(mean((a - mean a)^2) + eps) (or ``Div`` by the root, as
+    AnimeGANv3's Shinkai graph has it), then * s, + m."""
     get = producer.get
     sub, recip = get(mul.input[0]), get(mul.input[1])
-    if sub is None or recip is None or sub.op_type != "Sub" or recip.op_type != "Reciprocal":
+    if mul.op_type == "Div":
+        sqrt, spread = recip, []
+    elif recip is not None and recip.op_type == "Reciprocal":
+        sqrt, spread = get(recip.input[0]), [recip]
+    else:
+        return None
+    if sub is None or sub.op_type != "Sub":
         return None
     a, mean = sub.input[0], get(sub.input[1])
     if not _is_spatial_mean(mean, constants) or mean.input[0] != a:
         return None
-    sqrt = get(recip.input[0])
     add_eps = get(sqrt.input[0]) if sqrt is not None and sqrt.op_type == "Sqrt" else None
     if add_eps is None or add_eps.op_type != "Add":
         return None
@@ -77,8 +83,8 @@ def _match_norm(mul, producer: dict, consumers: dict, constants: dict, outputs: 
     shifted = consumers.get(scaled[0].output[0], [])
     if len(shifted) != 1 or shifted[0].op_type != "Add":
         return None
-    inner = [mul, scaled[0], sub, recip, sqrt, add_eps, var, square]
-    private = {n.output[0] for n in inner[2:]} | {mul.output[0], scaled[0].output[0]}
+    inner = [mul, scaled[0], sub, *spread, sqrt, add_eps, var, square]
+    private = {n.output[0] for n in inner}
     if private & outputs or any(c not in inner + shifted for name in private for c in consumers.get(name, [])):
         return None  # an intermediate value is used outside the chain: leave it
     if len(consumers.get(mean.output[0], [])) == 1 and mean.output[0] not in outputs:
@@ -95,7 +101,7 @@ def fuse_instance_norms(model) -> int:
     graph = model.graph
     producer, consumers, constants = graph_index(graph)
     outputs = {out.name for out in graph.output}
-    found = [m for n in graph.node if n.op_type == "Mul"
+    found = [m for n in graph.node if n.op_type in ("Mul", "Div")
              for m in [_match_norm(n, producer, consumers, constants, outputs)] if m]
     if not found:
         return 0
