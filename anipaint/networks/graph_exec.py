@@ -53,6 +53,7 @@ class Context:
     record: dict[str, Any] | None  # set on the reference run: logical input shapes of const-shaped nodes
     memo: dict[Any, Any]  # per run: how merged dims were split (see graph_shapes)
     at_reference: bool  # the input has the graph's reference shape: constant shapes hold as they are
+    channels_last: bool = False  # compiled on channels-last activations: upsample in NHWC order (graph_ops)
 
 
 Op = Callable[[Context, Node, list[Val]], Val]
@@ -227,7 +228,7 @@ def _resize(ctx: Context, node: Node, args: list[Val]) -> Val:
         elif not ctx.at_reference:
             size = ctx.shapes.resize(node.name, size, list(v.nhwc().shape))
     y = resize_bilinear(v.nchw(), (size[0], size[1]), bool(node.attrs.get("align_corners", False)),
-                        bool(node.attrs.get("half_pixel_centers", False)))
+                        bool(node.attrs.get("half_pixel_centers", False)), ctx.channels_last)
     return Val(y, True)
 
 

@@ -30,16 +30,20 @@ def resize_axis(n_in: int, n_out: int, align_corners: bool, half_pixel: bool,
 
 
 def resize_bilinear(x: Tensor, size: tuple[int, int], align_corners: bool = False,
-                    half_pixel_centers: bool = False) -> Tensor:
+                    half_pixel_centers: bool = False, channels_last: bool = False) -> Tensor:
     """TF ``ResizeBilinear`` on an NCHW tensor.
 
     With both flags False this is TF1's "asymmetric" sampling (``src = dst * in / out``, no half-pixel
     offset), which ``F.interpolate`` cannot express: its ``align_corners=False`` is the half-pixel mode.
     Neighbours are ``max(floor(src), 0)`` and ``min(ceil(src), in - 1)``; x is interpolated before y, as TF.
+    ``channels_last`` computes a 2x upsampling as :func:`_double_channels_last` (the same values), for a
+    compiler working on channels-last activations.
     """
     # sizes stay symbolic while exporting (int() would pin them to the example's)
     out_h, out_w = (v if isinstance(v, torch.SymInt) else int(v) for v in size)
     if not align_corners and not half_pixel_centers:
+        if channels_last and x.dim() == 4 and (out_h, out_w) == (2 * x.shape[-2], 2 * x.shape[-1]):
+            return _double_channels_last(x)
         fast = _resize_exact(_resize_exact(x, -1, out_w), -2, out_h)
         if fast is not None:
             return fast
@@ -77,6 +81,24 @@ def _resize_exact(x: Tensor | None, dim: int, n_out: int) -> Tensor | None:
         shape[d] = n_out
         return torch.stack([x, odd], dim=d + 1).reshape(shape)
     return None
+
+
+def _double_channels_last(x: Tensor) -> Tensor:
+    """TF1's exact 2x upsampling of an NCHW tensor held channels-last, as four quarter pictures (even or odd
+    rows × even or odd columns) read from one edge-padded copy and interleaved in NHWC order.
+
+    The per-axis form (:func:`_resize_exact`) interleaves in NCHW order; on channels-last activations
+    Inductor wrote each step to a float32 buffer and transposed it. v3-hayao's last upsampling with its
+    norm, at 512 px on two cores: 78 ms per axis in NCHW order, 17 ms per axis in NHWC order, 11 ms so."""
+    n, c, h, w = x.shape
+    edge = F.pad(x, (0, 1, 0, 1), mode="replicate").permute(0, 2, 3, 1)  # NHWC, one more row and column
+    here, right, down, down_right = edge[:, :h, :w], edge[:, :h, 1:], edge[:, 1:, :w], edge[:, 1:, 1:]
+    even_odd = here + (right - here) * 0.5  # columns first, then rows, as TF
+    below_odd = down + (down_right - down) * 0.5
+    odd_even = here + (down - here) * 0.5
+    odd_odd = even_odd + (below_odd - even_odd) * 0.5
+    rows = torch.stack([torch.stack([here, even_odd], dim=3), torch.stack([odd_even, odd_odd], dim=3)], dim=2)
+    return rows.reshape(n, 2 * h, 2 * w, c).permute(0, 3, 1, 2)
 
 
 def _every_other(x: Tensor, dim: int) -> Tensor:
