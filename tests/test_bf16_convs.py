@@ -67,7 +67,7 @@ def test_the_convolutions_a_fast_build_uses_stay_faithful_to_the_eager_network(s
     dtype = graph_compile.faithful_conv_dtype(network, checks, torch.bfloat16)
     if style_id in KEEPS_BF16:
         assert dtype == torch.bfloat16, f"{style_id}: bf16 convolutions no longer faithful"
-    bf16, multiple = graph_compile.for_network(network, dtype)
+    bf16, multiple = graph_compile.for_network(network, dtype, compiled=True)  # the form a package compiles
     fp32, _ = graph_compile.for_network(network)
     if dtype == torch.bfloat16 and not isinstance(bf16, graph_compile.ExportableGraph):  # v1: nn.Conv2d swapped
         assert any(isinstance(m, graph_compile.CastConv) for m in bf16.modules())

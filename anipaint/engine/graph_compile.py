@@ -35,7 +35,7 @@ from anipaint.networks.graph_module import GraphModule
 from anipaint.networks.ir import Graph, Node
 from anipaint.quality import faithful, far_share, psnr
 
-from . import precision
+from . import column_convs, precision
 from .tensors import from_tensor
 
 MIN_MULTIPLES = 3  # the exported programs take H and W of at least this many size multiples
@@ -159,8 +159,9 @@ def exportable(graph: Graph) -> str | None:
 class ExportableGraph(nn.Module):
     """``forward(x: NCHW float32, H and W multiples of size_multiple) -> NCHW float32``, export-friendly."""
 
-    def __init__(self, module: GraphModule, conv_dtype: torch.dtype = torch.float32) -> None:
+    def __init__(self, module: GraphModule, conv_dtype: torch.dtype = torch.float32, compiled: bool = False) -> None:
         super().__init__()
+        self.compiled = compiled
         graph = module.graph
         why = exportable(graph)
         if why:
@@ -173,6 +174,7 @@ class ExportableGraph(nn.Module):
         self._scalars: dict[str, Ints] = {}  # small float constants, as numbers for shape arithmetic
         self._keys: dict[str, str] = {}
         self._convs: dict[str, tuple[str, str | None]] = {}
+        self._columns: dict[str, int] = {}  # convolutions run by columns: their kernel width
         consts = graph.consts
         for i, (name, value) in enumerate(consts.items()):
             arr = np.asarray(value)
@@ -194,6 +196,9 @@ class ExportableGraph(nn.Module):
                     weight = w.permute(2, 3, 0, 1).reshape(c * m, 1, kh, kw)
                 key = f"w{len(self._convs)}"
                 dtype = precision.conv_dtype(weight, conv_dtype)
+                if compiled and column_convs.by_columns_pays(node, weight):
+                    self._columns[node.name] = weight.shape[-1]
+                    weight = column_convs.column_weight(weight)
                 self.register_buffer(key, weight.to(dtype).contiguous(memory_format=torch.channels_last),
                                      persistent=False)
                 bias_key = None
@@ -213,6 +218,8 @@ class ExportableGraph(nn.Module):
     def _conv(self, node: Node, x: Tensor) -> Val:
         key, bias_key = self._convs[node.name]
         weight = getattr(self, key)
+        if node.name in self._columns:
+            return Val(self._conv_by_columns(node, x, weight, bias_key), True)
         kh, kw = weight.shape[-2:]
         strides = [int(s) for s in node.attrs.get("strides", [1, 1, 1, 1])]
         dilations = [int(d) for d in node.attrs.get("dilations", [1, 1, 1, 1])]
@@ -228,10 +235,18 @@ class ExportableGraph(nn.Module):
         y = F.conv2d(x.to(weight.dtype), weight, bias, (sh, sw), padding, (dh, dw), groups)
         return Val(y.float(), True)
 
+    def _conv_by_columns(self, node: Node, x: Tensor, weight: Tensor, bias_key: str | None) -> Tensor:
+        kh, kw = weight.shape[-2], self._columns[node.name]
+        top, bottom, left, right = graph_exec.conv_pads(node, x, kh, kw, 1, 1, 1, 1)
+        if top or bottom or left or right:
+            x = F.pad(x, (left, right, top, bottom))
+        return column_convs.conv_by_columns(x, weight, kw, getattr(self, bias_key) if bias_key else None)
+
     def forward(self, x: Tensor) -> Tensor:
         graph = self.graph
         env: dict[str, Val] = {graph.inputs[0]: Val(x, True)}
-        ctx = graph_exec.Context(graph=graph, shapes=self.shapes, record=None, memo={}, at_reference=True)
+        ctx = graph_exec.Context(graph=graph, shapes=self.shapes, record=None, memo={}, at_reference=True,
+                                 channels_last=self.compiled)
         for node in graph.nodes:
             if node.op in ("Placeholder", "Const"):
                 continue
@@ -271,14 +286,18 @@ def _cast_convs(module: nn.Module, dtype: torch.dtype) -> None:
             _cast_convs(child, dtype)
 
 
-def for_network(network: nn.Module, conv_dtype: torch.dtype = torch.float32) -> tuple[nn.Module, int]:
+def for_network(network: nn.Module, conv_dtype: torch.dtype = torch.float32, compiled: bool = False
+                ) -> tuple[nn.Module, int]:
     """The export-ready form of a style's eager network and the multiple its H and W must have.
+
+    ``compiled``: the form Inductor compiles (:func:`build_package`), laid out for its channels-last loops and
+    oneDNN's blocks; the ONNX export keeps the graph's own form, which the device models' rewrites match.
 
     An imported graph becomes an :class:`ExportableGraph`; a named torch network (AnimeGAN v1) is copied with
     channels-last weights and its convolutions in ``conv_dtype`` (:class:`CastConv`).
     """
     if isinstance(network, GraphModule):
-        module = ExportableGraph(network, conv_dtype)
+        module = ExportableGraph(network, conv_dtype, compiled)
         return module.eval(), module.size_multiple
     multiple = getattr(network, "size_multiple", None)
     if multiple is None:
@@ -332,7 +351,7 @@ def faithful_conv_dtype(network: nn.Module, pictures: list[Tensor], fast: torch.
     (v3-sketch) fails it: its near-binary edges move by a pixel under bf16 rounding."""
     if fast == torch.float32:
         return fast
-    module, multiple = for_network(network, fast)
+    module, multiple = for_network(network, fast, compiled=True)
     for x in pictures:
         h, w = (max(MIN_MULTIPLES * multiple, n // multiple * multiple) for n in x.shape[-2:])
         x = torch.nn.functional.interpolate(x, size=(h, w), mode="bilinear", align_corners=False)
@@ -345,7 +364,7 @@ def faithful_conv_dtype(network: nn.Module, pictures: list[Tensor], fast: torch.
 
 def build_package(network: nn.Module, out: Path, conv_dtype: torch.dtype = torch.float32) -> int:
     """AOTInductor-compile a style's network into a ``.pt2`` package at ``out``; returns its size multiple."""
-    module, multiple = for_network(network, conv_dtype)
+    module, multiple = for_network(network, conv_dtype, compiled=True)
     program, fixed = export(module, multiple)
     configs = {"aot_inductor.metadata": fixed_size_metadata(fixed)} if fixed else None
     with torch.no_grad():

@@ -1,0 +1,70 @@
+"""The form of an imported graph that Inductor compiles (graph_compile.for_network(..., compiled=True)): its
+upsamplings interleaved in channels-last order and its narrow wide convolutions run by columns. Both are
+rewrites for speed, so both must give the eager network's picture, at any size a package runs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from anipaint import store
+from anipaint.engine import column_convs, graph_compile, load_network
+from anipaint.engine.tensors import to_tensor
+from anipaint.networks.graph_ops import resize_bilinear
+from anipaint.networks.ir import Node
+from anipaint.registry import get_style
+from anipaint.settings import reload_settings
+
+
+@pytest.mark.parametrize("h,w", [(1, 1), (3, 5), (17, 9), (64, 48)])
+def test_a_channels_last_upsampling_is_tf1s_exactly_and_stays_channels_last(h, w) -> None:
+    x = torch.randn(2, 7, h, w).contiguous(memory_format=torch.channels_last)
+    got = resize_bilinear(x, (2 * h, 2 * w), channels_last=True)
+    want = resize_bilinear(x, (2 * h, 2 * w))  # TF1's asymmetric rule, one axis then the other
+    assert torch.equal(got, want)  # the same float operations in the same order: bit for bit
+    # the layout is the point: Inductor keeps a channels-last result in channels-last loops
+    assert got.is_contiguous(memory_format=torch.channels_last)
+
+
+def _node(strides=(1, 1, 1, 1), dilations=(1, 1, 1, 1), op="Conv2D") -> Node:
+    return Node(name="c", op=op, inputs=[], attrs={"strides": list(strides), "dilations": list(dilations)})
+
+
+def test_only_narrow_wide_stride_1_convolutions_run_by_columns() -> None:
+    weight = lambda out, cin, k: torch.zeros(out, cin, k, k)  # noqa: E731
+    assert column_convs.by_columns_pays(_node(), weight(3, 32, 7))  # a generator's last layer: 2 blocks, not 7
+    assert column_convs.by_columns_pays(_node(), weight(3, 32, 3))
+    assert not column_convs.by_columns_pays(_node(), weight(32, 32, 3))  # 6 blocks either way
+    assert not column_convs.by_columns_pays(_node(), weight(3, 32, 1))
+    assert not column_convs.by_columns_pays(_node(strides=(1, 2, 2, 1)), weight(3, 32, 7))
+    assert not column_convs.by_columns_pays(_node(dilations=(1, 2, 2, 1)), weight(3, 32, 7))
+    assert not column_convs.by_columns_pays(_node(op="DepthwiseConv2dNative"), weight(3, 1, 7))
+
+
+def test_a_column_weight_puts_column_j_of_output_o_at_channel_o_times_kw_plus_j() -> None:
+    w = torch.arange(2 * 3 * 4 * 5, dtype=torch.float32).reshape(2, 3, 4, 5)
+    columns = column_convs.column_weight(w)
+    assert columns.shape == (10, 3, 4, 1)
+    for o in range(2):
+        for j in range(5):
+            assert torch.equal(columns[o * 5 + j, :, :, 0], w[o, :, :, j])
+
+
+@pytest.mark.parametrize("style_id", ["v3-hayao", "v3-cute"])
+def test_the_compiled_form_paints_what_the_eager_network_paints(style_id, prepared_store, group_photo) -> None:
+    """float32 convolutions, so any difference is the rewrites' own, at sizes that are not square and not
+    powers of two (odd sizes at the deep levels, where the upsampling's clamped edge matters)."""
+    style = get_style(style_id)
+    network = load_network(style, store.artefact_path(style, reload_settings()))
+    module, multiple = graph_compile.for_network(network, compiled=True)
+    plain, _ = graph_compile.for_network(network)
+    assert module._columns, "the last 7×7 layer to three channels runs by columns"
+    assert not plain._columns, "the ONNX export keeps the graph's own convolutions"
+    rgb = np.asarray(group_photo.convert("RGB"))
+    for h, w in [(5 * multiple * 8, 7 * multiple * 5), (3 * multiple * 13, 3 * multiple * 11)]:
+        x = to_tensor(np.ascontiguousarray(rgb[:h, :w]))
+        with torch.inference_mode():
+            want, got = network(x), module(x)
+        assert got.shape == want.shape
+        assert (got - want).abs().max().item() < 1e-4, (style_id, h, w)
