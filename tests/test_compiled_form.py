@@ -1,6 +1,7 @@
 """The form of an imported graph that Inductor compiles (graph_compile.for_network(..., compiled=True)): its
-upsamplings interleaved in channels-last order and its narrow wide convolutions run by columns. Both are
-rewrites for speed, so both must give the eager network's picture, at any size a package runs."""
+upsamplings interleaved in channels-last order, its per-channel statistics reduced by rows first, its tanh
+as a logistic and its narrow wide convolutions run by columns. All are rewrites for speed, so all must give
+the eager network's picture, at any size a package runs."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import torch
 from anipaint import store
 from anipaint.engine import column_convs, graph_compile, load_network
 from anipaint.engine.tensors import to_tensor
+from anipaint.networks import graph_exec
+from anipaint.networks.graph_exec import Val
 from anipaint.networks.graph_ops import resize_bilinear
 from anipaint.networks.ir import Node
 from anipaint.registry import get_style
@@ -25,6 +28,20 @@ def test_a_channels_last_upsampling_is_tf1s_exactly_and_stays_channels_last(h, w
     assert torch.equal(got, want)  # the same float operations in the same order: bit for bit
     # the layout is the point: Inductor keeps a channels-last result in channels-last loops
     assert got.is_contiguous(memory_format=torch.channels_last)
+
+
+def test_the_compiled_forms_tanh_and_statistics_are_the_eager_ones() -> None:
+    ctx = graph_exec.Context(graph=None, shapes=None, record=None, memo={}, at_reference=True, for_inductor=True)
+    t = torch.linspace(-20, 20, 100_001)
+    tanh = graph_exec.OPS["Tanh"](ctx, Node(name="t", op="Tanh", inputs=[], attrs={}), [Val(t, False)]).t
+    assert (tanh - torch.tanh(t)).abs().max().item() < 1e-6
+    x = torch.randn(1, 32, 37, 53).contiguous(memory_format=torch.channels_last) * 3 + 5
+    axes = Val(torch.tensor([1, 2]), False)
+    for op, want in (("Mean", x.mean(dim=(2, 3), keepdim=True)), ("Sum", x.sum(dim=(2, 3), keepdim=True))):
+        node = Node(name="m", op=op, inputs=[], attrs={"keep_dims": True})
+        got = graph_exec.OPS[op](ctx, node, [Val(x, True), axes]).t
+        assert got.shape == want.shape
+        assert torch.allclose(got, want, rtol=1e-5, atol=1e-5), op
 
 
 def _node(strides=(1, 1, 1, 1), dilations=(1, 1, 1, 1), op="Conv2D") -> Node:

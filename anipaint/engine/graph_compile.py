@@ -246,7 +246,7 @@ class ExportableGraph(nn.Module):
         graph = self.graph
         env: dict[str, Val] = {graph.inputs[0]: Val(x, True)}
         ctx = graph_exec.Context(graph=graph, shapes=self.shapes, record=None, memo={}, at_reference=True,
-                                 channels_last=self.compiled)
+                                 for_inductor=self.compiled)
         for node in graph.nodes:
             if node.op in ("Placeholder", "Const"):
                 continue

@@ -53,7 +53,9 @@ class Context:
     record: dict[str, Any] | None  # set on the reference run: logical input shapes of const-shaped nodes
     memo: dict[Any, Any]  # per run: how merged dims were split (see graph_shapes)
     at_reference: bool  # the input has the graph's reference shape: constant shapes hold as they are
-    channels_last: bool = False  # compiled on channels-last activations: upsample in NHWC order (graph_ops)
+    # the compiled form (graph_compile): ops written as Inductor's C++ loops on channels-last activations run
+    # them fastest, with the same values
+    for_inductor: bool = False
 
 
 Op = Callable[[Context, Node, list[Val]], Val]
@@ -103,11 +105,22 @@ for _name, _fn in {
 
 for _name, _fn in {
     "Identity": lambda t: t, "StopGradient": lambda t: t, "Sqrt": torch.sqrt, "Rsqrt": torch.rsqrt,
-    "Tanh": torch.tanh, "Relu": torch.relu, "Relu6": lambda t: t.clamp(0, 6), "Sigmoid": torch.sigmoid,
+    "Relu": torch.relu, "Relu6": lambda t: t.clamp(0, 6), "Sigmoid": torch.sigmoid,
     "Neg": torch.neg, "Square": torch.square, "Exp": torch.exp, "Abs": torch.abs,
     "Reciprocal": torch.reciprocal, "Floor": torch.floor, "HardSwish": F.hardswish,
 }.items():
     OPS[_name] = _unary(_fn)
+
+
+@op("Tanh")
+def _tanh(ctx: Context, node: Node, args: list[Val]) -> Val:
+    t = args[0].t
+    if ctx.for_inductor:
+        # a generator's last op, in a loop over three channels that Inductor leaves scalar: there tanh is
+        # glibc's tanhf, which ran 10x slower in some builds (v3-hayao: 5 -> 56 ms at 512 px), while the
+        # logistic's expf has FMA/AVX2 versions; the two differ by at most 2e-7
+        return Val(2 * torch.sigmoid(2 * t) - 1, args[0].is_nchw)
+    return Val(torch.tanh(t), args[0].is_nchw)
 
 
 @op("LeakyRelu")
@@ -131,7 +144,11 @@ def _reduce(ctx: Context, node: Node, args: list[Val]) -> Val:
         return v
     if v.is_nchw and keep:  # per-channel statistics stay NCHW
         rank = 4
-        dims = [_NHWC_TO_NCHW_AXIS[a % rank] for a in axes]
+        dims = sorted(_NHWC_TO_NCHW_AXIS[a % rank] for a in axes)
+        if ctx.for_inductor and dims == [2, 3]:
+            # by rows, then over the rows' results: Inductor parallelises a reduction over its outer loop,
+            # which for a whole picture's per-channel statistics is the channels' one vector
+            return Val(fn(fn(v.t, dim=3, keepdim=True), dim=2, keepdim=True), True)
         return Val(fn(v.t, dim=dims, keepdim=True), True)
     t = v.nhwc()
     return Val(fn(t, dim=[a % t.dim() for a in axes], keepdim=keep), False)
@@ -228,7 +245,7 @@ def _resize(ctx: Context, node: Node, args: list[Val]) -> Val:
         elif not ctx.at_reference:
             size = ctx.shapes.resize(node.name, size, list(v.nhwc().shape))
     y = resize_bilinear(v.nchw(), (size[0], size[1]), bool(node.attrs.get("align_corners", False)),
-                        bool(node.attrs.get("half_pixel_centers", False)), ctx.channels_last)
+                        bool(node.attrs.get("half_pixel_centers", False)), ctx.for_inductor)
     return Val(y, True)
 
 
