@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from anipaint import store
-from anipaint.engine import column_convs, graph_compile, load_network
+from anipaint.engine import column_convs, graph_compile, load_network, precision
 from anipaint.engine.tensors import to_tensor
 from anipaint.networks import graph_exec
 from anipaint.networks.graph_exec import Val
@@ -28,6 +28,28 @@ def test_a_channels_last_upsampling_is_tf1s_exactly_and_stays_channels_last(h, w
     assert torch.equal(got, want)  # the same float operations in the same order: bit for bit
     # the layout is the point: Inductor keeps a channels-last result in channels-last loops
     assert got.is_contiguous(memory_format=torch.channels_last)
+
+
+def test_an_upsampling_stored_in_bfloat16_is_rounded_once() -> None:
+    x = torch.randn(1, 16, 9, 7).contiguous(memory_format=torch.channels_last)
+    got = resize_bilinear(x, (18, 14), channels_last=True, stored_dtype=torch.bfloat16)
+    assert got.dtype == torch.bfloat16
+    assert torch.equal(got, resize_bilinear(x, (18, 14)).to(torch.bfloat16))
+
+
+def test_only_values_that_bf16_convolutions_alone_read_are_stored_in_bf16() -> None:
+    from anipaint.networks.ir import Graph
+
+    def node(name, op, *inputs):
+        return Node(name=name, op=op, inputs=list(inputs), attrs={})
+
+    nodes = [node("x", "Placeholder"), node("up", "ResizeBilinear", "x"), node("pad", "MirrorPad", "up"),
+             node("conv", "Conv2D", "pad", "w"), node("up2", "ResizeBilinear", "conv"),
+             node("conv2", "Conv2D", "up2", "w"), node("add", "AddV2", "up2", "conv2"),  # up2 read twice
+             node("up3", "ResizeBilinear", "add"), node("conv3", "Conv2D", "up3", "w")]  # an fp32 conv
+    graph = Graph(nodes=nodes, inputs=["x"], outputs=["conv3"], consts={})
+    stored = precision.read_by_bf16_convs_only(graph, {"conv", "conv2"})
+    assert stored == {"up", "pad"}  # x is read by an upsampling, up2 by an add too, up3 by an fp32 conv
 
 
 def test_the_compiled_forms_tanh_and_statistics_are_the_eager_ones() -> None:
@@ -79,6 +101,14 @@ def test_the_compiled_form_paints_what_the_eager_network_paints(style_id, prepar
     assert module._columns, "the last 7×7 layer to three channels runs by columns"
     assert not plain._columns, "the ONNX export keeps the graph's own convolutions"
     rgb = np.asarray(group_photo.convert("RGB"))
+    # with bf16 convolutions, upsamplings stored in bf16 change no value: the convolutions round them anyway
+    fast, _ = graph_compile.for_network(network, torch.bfloat16, compiled=True)
+    assert fast._stored_bf16
+    x = to_tensor(np.ascontiguousarray(rgb[:4 * multiple * 5, :5 * multiple * 3]))
+    with torch.inference_mode():
+        stored = fast(x)
+        fast._stored_bf16 = frozenset()
+        assert torch.equal(stored, fast(x))
     for h, w in [(5 * multiple * 8, 7 * multiple * 5), (3 * multiple * 13, 3 * multiple * 11)]:
         x = to_tensor(np.ascontiguousarray(rgb[:h, :w]))
         with torch.inference_mode():

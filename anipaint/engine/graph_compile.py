@@ -207,6 +207,8 @@ class ExportableGraph(nn.Module):
                     bias = torch.from_numpy(np.array(consts[node.inputs[2]], np.float32)).reshape(-1)
                     self.register_buffer(bias_key, bias.to(dtype), persistent=False)
                 self._convs[node.name] = (key, bias_key)
+        bf16_convs = {name for name, (key, _) in self._convs.items() if getattr(self, key).dtype == torch.bfloat16}
+        self._stored_bf16 = frozenset(precision.read_by_bf16_convs_only(graph, bf16_convs) if compiled else ())
 
     def _value(self, name: str, env: dict[str, Val]) -> Val:
         if name in env:
@@ -246,7 +248,7 @@ class ExportableGraph(nn.Module):
         graph = self.graph
         env: dict[str, Val] = {graph.inputs[0]: Val(x, True)}
         ctx = graph_exec.Context(graph=graph, shapes=self.shapes, record=None, memo={}, at_reference=True,
-                                 for_inductor=self.compiled)
+                                 for_inductor=self.compiled, stored_bf16=self._stored_bf16)
         for node in graph.nodes:
             if node.op in ("Placeholder", "Const"):
                 continue

@@ -12,6 +12,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from anipaint.networks.ir import Graph, Node
+
 from .cpu import has_native_bf16
 
 
@@ -31,3 +33,22 @@ def is_box_filter(weight: Tensor) -> bool:
 def conv_dtype(weight: Tensor, fast: torch.dtype) -> torch.dtype:
     """The dtype a convolution with this OIHW ``weight`` runs in when the network's convolutions run in ``fast``."""
     return torch.float32 if is_box_filter(weight) else fast
+
+
+def read_by_bf16_convs_only(graph: Graph, bf16_convs: set[str]) -> set[str]:
+    """The nodes whose values are read only as the input of convolutions in ``bf16_convs``, directly or through
+    pads: storing them in bfloat16 rounds them as those convolutions would."""
+    readers: dict[str, list[tuple[Node, int]]] = {}
+    for node in graph.nodes:
+        for i, name in enumerate(node.inputs):
+            readers.setdefault(name, []).append((node, i))
+    memo: dict[str, bool] = {}
+
+    def only_bf16(name: str) -> bool:
+        if name not in memo:
+            memo[name] = name not in graph.outputs and bool(readers.get(name)) and all(
+                i == 0 and (node.name in bf16_convs or node.op in ("MirrorPad", "Pad") and only_bf16(node.name))
+                for node, i in readers[name])
+        return memo[name]
+
+    return {node.name for node in graph.nodes if only_bf16(node.name)}

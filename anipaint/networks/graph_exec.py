@@ -56,6 +56,9 @@ class Context:
     # the compiled form (graph_compile): ops written as Inductor's C++ loops on channels-last activations run
     # them fastest, with the same values
     for_inductor: bool = False
+    # nodes whose values only bfloat16 convolutions read (through pads): their upsamplings may store bfloat16,
+    # which those convolutions would have rounded them to anyway
+    stored_bf16: frozenset[str] = frozenset()
 
 
 Op = Callable[[Context, Node, list[Val]], Val]
@@ -245,7 +248,8 @@ def _resize(ctx: Context, node: Node, args: list[Val]) -> Val:
         elif not ctx.at_reference:
             size = ctx.shapes.resize(node.name, size, list(v.nhwc().shape))
     y = resize_bilinear(v.nchw(), (size[0], size[1]), bool(node.attrs.get("align_corners", False)),
-                        bool(node.attrs.get("half_pixel_centers", False)), ctx.for_inductor)
+                        bool(node.attrs.get("half_pixel_centers", False)), ctx.for_inductor,
+                        torch.bfloat16 if node.name in ctx.stored_bf16 else None)
     return Val(y, True)
 
 
