@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import numpy as np
@@ -156,12 +156,26 @@ def exportable(graph: Graph) -> str | None:
     return None
 
 
+# The compiled form's rewrites, in the order they were measured (README, Speed): each gives the eager graph's
+# values (the float32 ones to rounding, the bfloat16 one bit for bit) in loops Inductor runs faster.
+REWRITES = (
+    "quad_upsample",  # 2x upsampling interleaved in channels-last order (graph_ops._double_channels_last)
+    "columns",  # narrow, wide convolutions by columns (column_convs)
+    "rows_first",  # per-channel statistics over the picture reduced by rows first
+    "logistic_tanh",  # tanh as 2 sigmoid(2x) - 1
+    "bf16_upsample",  # upsamplings that only bf16 convolutions read stored in bf16
+)
+
+
 class ExportableGraph(nn.Module):
     """``forward(x: NCHW float32, H and W multiples of size_multiple) -> NCHW float32``, export-friendly."""
 
-    def __init__(self, module: GraphModule, conv_dtype: torch.dtype = torch.float32, compiled: bool = False) -> None:
+    def __init__(self, module: GraphModule, conv_dtype: torch.dtype = torch.float32,
+                 rewrites: Iterable[str] = ()) -> None:
         super().__init__()
-        self.compiled = compiled
+        self.rewrites = frozenset(rewrites)
+        if self.rewrites - set(REWRITES):
+            raise ValueError(f"unknown rewrites {sorted(self.rewrites - set(REWRITES))}")
         graph = module.graph
         why = exportable(graph)
         if why:
@@ -196,7 +210,7 @@ class ExportableGraph(nn.Module):
                     weight = w.permute(2, 3, 0, 1).reshape(c * m, 1, kh, kw)
                 key = f"w{len(self._convs)}"
                 dtype = precision.conv_dtype(weight, conv_dtype)
-                if compiled and column_convs.by_columns_pays(node, weight):
+                if "columns" in self.rewrites and column_convs.by_columns_pays(node, weight):
                     self._columns[node.name] = weight.shape[-1]
                     weight = column_convs.column_weight(weight)
                 self.register_buffer(key, weight.to(dtype).contiguous(memory_format=torch.channels_last),
@@ -208,7 +222,8 @@ class ExportableGraph(nn.Module):
                     self.register_buffer(bias_key, bias.to(dtype), persistent=False)
                 self._convs[node.name] = (key, bias_key)
         bf16_convs = {name for name, (key, _) in self._convs.items() if getattr(self, key).dtype == torch.bfloat16}
-        self._stored_bf16 = frozenset(precision.read_by_bf16_convs_only(graph, bf16_convs) if compiled else ())
+        self._stored_bf16 = frozenset(precision.read_by_bf16_convs_only(graph, bf16_convs)
+                                      if "bf16_upsample" in self.rewrites else ())
 
     def _value(self, name: str, env: dict[str, Val]) -> Val:
         if name in env:
@@ -248,7 +263,7 @@ class ExportableGraph(nn.Module):
         graph = self.graph
         env: dict[str, Val] = {graph.inputs[0]: Val(x, True)}
         ctx = graph_exec.Context(graph=graph, shapes=self.shapes, record=None, memo={}, at_reference=True,
-                                 for_inductor=self.compiled, stored_bf16=self._stored_bf16)
+                                 rewrites=self.rewrites, stored_bf16=self._stored_bf16)
         for node in graph.nodes:
             if node.op in ("Placeholder", "Const"):
                 continue
@@ -288,18 +303,21 @@ def _cast_convs(module: nn.Module, dtype: torch.dtype) -> None:
             _cast_convs(child, dtype)
 
 
-def for_network(network: nn.Module, conv_dtype: torch.dtype = torch.float32, compiled: bool = False
-                ) -> tuple[nn.Module, int]:
+def for_network(network: nn.Module, conv_dtype: torch.dtype = torch.float32, compiled: bool = False,
+                rewrites: Iterable[str] | None = None) -> tuple[nn.Module, int]:
     """The export-ready form of a style's eager network and the multiple its H and W must have.
 
-    ``compiled``: the form Inductor compiles (:func:`build_package`), laid out for its channels-last loops and
-    oneDNN's blocks; the ONNX export keeps the graph's own form, which the device models' rewrites match.
+    ``compiled``: the form Inductor compiles (:func:`build_package`), with every one of :data:`REWRITES` (or
+    ``rewrites`` only, if given); the ONNX export keeps the graph's own form, which the device models' rewrites
+    match.
 
     An imported graph becomes an :class:`ExportableGraph`; a named torch network (AnimeGAN v1) is copied with
     channels-last weights and its convolutions in ``conv_dtype`` (:class:`CastConv`).
     """
     if isinstance(network, GraphModule):
-        module = ExportableGraph(network, conv_dtype, compiled)
+        if rewrites is None:
+            rewrites = REWRITES if compiled else ()
+        module = ExportableGraph(network, conv_dtype, rewrites)
         return module.eval(), module.size_multiple
     multiple = getattr(network, "size_multiple", None)
     if multiple is None:
@@ -364,9 +382,11 @@ def faithful_conv_dtype(network: nn.Module, pictures: list[Tensor], fast: torch.
     return fast
 
 
-def build_package(network: nn.Module, out: Path, conv_dtype: torch.dtype = torch.float32) -> int:
-    """AOTInductor-compile a style's network into a ``.pt2`` package at ``out``; returns its size multiple."""
-    module, multiple = for_network(network, conv_dtype, compiled=True)
+def build_package(network: nn.Module, out: Path, conv_dtype: torch.dtype = torch.float32,
+                  rewrites: Iterable[str] = REWRITES) -> int:
+    """AOTInductor-compile a style's network into a ``.pt2`` package at ``out``; returns its size multiple.
+    ``rewrites``: the compiled form's rewrites to apply (all of them but for the bench's steps)."""
+    module, multiple = for_network(network, conv_dtype, rewrites=rewrites)
     program, fixed = export(module, multiple)
     configs = {"aot_inductor.metadata": fixed_size_metadata(fixed)} if fixed else None
     with torch.no_grad():

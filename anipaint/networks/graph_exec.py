@@ -53,9 +53,9 @@ class Context:
     record: dict[str, Any] | None  # set on the reference run: logical input shapes of const-shaped nodes
     memo: dict[Any, Any]  # per run: how merged dims were split (see graph_shapes)
     at_reference: bool  # the input has the graph's reference shape: constant shapes hold as they are
-    # the compiled form (graph_compile): ops written as Inductor's C++ loops on channels-last activations run
-    # them fastest, with the same values
-    for_inductor: bool = False
+    # the compiled form's rewrites in force (graph_compile.REWRITES): ops written as Inductor's C++ loops on
+    # channels-last activations run them fastest, with the same values
+    rewrites: frozenset[str] = frozenset()
     # nodes whose values only bfloat16 convolutions read (through pads): their upsamplings may store bfloat16,
     # which those convolutions would have rounded them to anyway
     stored_bf16: frozenset[str] = frozenset()
@@ -118,7 +118,7 @@ for _name, _fn in {
 @op("Tanh")
 def _tanh(ctx: Context, node: Node, args: list[Val]) -> Val:
     t = args[0].t
-    if ctx.for_inductor:
+    if "logistic_tanh" in ctx.rewrites:
         # a generator's last op, in a loop over three channels that Inductor leaves scalar: there tanh is
         # glibc's tanhf, which ran 10x slower in some builds (v3-hayao: 5 -> 56 ms at 512 px), while the
         # logistic's expf has FMA/AVX2 versions; the two differ by at most 2e-7
@@ -148,7 +148,7 @@ def _reduce(ctx: Context, node: Node, args: list[Val]) -> Val:
     if v.is_nchw and keep:  # per-channel statistics stay NCHW
         rank = 4
         dims = sorted(_NHWC_TO_NCHW_AXIS[a % rank] for a in axes)
-        if ctx.for_inductor and dims == [2, 3]:
+        if "rows_first" in ctx.rewrites and dims == [2, 3]:
             # by rows, then over the rows' results: Inductor parallelises a reduction over its outer loop,
             # which for a whole picture's per-channel statistics is the channels' one vector
             return Val(fn(fn(v.t, dim=3, keepdim=True), dim=2, keepdim=True), True)
@@ -248,7 +248,7 @@ def _resize(ctx: Context, node: Node, args: list[Val]) -> Val:
         elif not ctx.at_reference:
             size = ctx.shapes.resize(node.name, size, list(v.nhwc().shape))
     y = resize_bilinear(v.nchw(), (size[0], size[1]), bool(node.attrs.get("align_corners", False)),
-                        bool(node.attrs.get("half_pixel_centers", False)), ctx.for_inductor,
+                        bool(node.attrs.get("half_pixel_centers", False)), "quad_upsample" in ctx.rewrites,
                         torch.bfloat16 if node.name in ctx.stored_bf16 else None)
     return Val(y, True)
 
