@@ -7,7 +7,8 @@ encode) in turns with its yardstick in the same process (:mod:`anipaint.bench.me
   reference, then picture sizes, 4096 px exact and tiled, and faces;
 * :mod:`anipaint.bench.styles`: the default v3-hayao, v3-shinkai and v1-hayao, every backend of each against
   ONNX Runtime (and LiteRT where installed) running the same network, and faces on/off and portrait mode with the
-  default style;
+  default style; then :mod:`anipaint.bench.compiled_steps`, v3-hayao's package with the compiled form's rewrites
+  added one at a time;
 * :mod:`anipaint.bench.full_table`: exact full resolution per streaming style (v3-hayao, v3-shinkai, v2, v1), the
   strip executor against one whole-picture pass (time, PSNR), and 4096 px in a child process for its peak RSS;
 * :mod:`anipaint.bench.video_table`: a real clip at 512 px with the default style, frames per second with
@@ -36,6 +37,7 @@ TABLES = ("v2", "styles", "full", "video")
 
 def main(args, settings: Settings | None = None) -> int:
     """Run the tables; ``settings`` as the CLI resolved them (default: from the environment)."""
+    from anipaint.bench.compiled_steps import step_rows
     from anipaint.bench.full_table import full_rows
     from anipaint.bench.styles import style_rows
     from anipaint.bench.v2_table import profile, v2_rows
@@ -58,7 +60,7 @@ def main(args, settings: Settings | None = None) -> int:
         rows += v2
     if only in (None, "styles"):
         styled, report["auto_styles"] = style_rows(settings, photo, rounds)
-        rows += styled
+        rows += styled + step_rows(settings, photo, rounds)
     if only in (None, "full"):
         rows += full_rows(settings, rounds, quick)
     if only in (None, "video"):

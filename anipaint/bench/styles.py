@@ -121,7 +121,7 @@ def _exported_onnx(network, side_hw: tuple[int, int]) -> tuple[bytes, int]:
     return buf.getvalue(), multiple
 
 
-def _anchors(style_id: str, network, settings, work_hw: tuple[int, int]) -> dict[str, Callable]:
+def anchors(style_id: str, network, settings, work_hw: tuple[int, int]) -> dict[str, Callable]:
     from anipaint.engine import threads
 
     multiple = network.size_multiple
@@ -159,7 +159,7 @@ def style_rows(settings, photo: bytes, rounds: int) -> tuple[list[Row], dict]:
         network = load_network(style, artefact)
         painters = {name: backends.open_named(name, style, artefact, settings, network)
                     for name in backends.applicable(style)}
-        painters.update(_anchors(style_id, network, settings, work_hw))
+        painters.update(anchors(style_id, network, settings, work_hw))
         runs = {name: pipeline(photo, tensor_painter(fn)) for name, fn in painters.items()}
         pictures = {name: run() for name, run in runs.items()}  # warm-up, and the pictures for PSNR
         times = timing.alternate(runs, rounds=rounds)
