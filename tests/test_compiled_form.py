@@ -101,6 +101,11 @@ def test_the_compiled_form_paints_what_the_eager_network_paints(style_id, prepar
     plain, _ = graph_compile.for_network(network)
     assert module._columns, "the last 7×7 layer to three channels runs by columns"
     assert not plain._columns, "the ONNX export keeps the graph's own convolutions"
+    # the bench's steps build with a prefix of the rewrites: without "columns" the convolution stays whole
+    first, _ = graph_compile.for_network(network, rewrites=graph_compile.REWRITES[:1])
+    assert not first._columns and first.rewrites == {"quad_upsample"}
+    with pytest.raises(ValueError, match="unknown rewrites"):
+        graph_compile.for_network(network, rewrites=["faster"])
     rgb = np.asarray(group_photo.convert("RGB"))
     # with bf16 convolutions, upsamplings stored in bf16 change no value: the convolutions round them anyway
     fast, _ = graph_compile.for_network(network, torch.bfloat16, compiled=True)
