@@ -29,11 +29,13 @@ window.fetch = (url, init) => {
 pytestmark = pytest.mark.timeout(300)
 
 
-def _natural_size(page, testid: str) -> tuple[int, int]:
+def _natural_size(page, testid: str) -> tuple[int, int] | None:
+    # decode() rejects when the page swaps the picture's src meanwhile (a new size's preview): None, ask again.
     size = page.locator(f'[data-testid="{testid}"]').evaluate(
-        "async (img) => { await img.decode(); return [img.naturalWidth, img.naturalHeight]; }"
+        "async (img) => { try { await img.decode(); } catch (_) { return null; }"
+        " return [img.naturalWidth, img.naturalHeight]; }"
     )
-    return tuple(size)
+    return tuple(size) if size else None
 
 
 def _wait_natural_size(page, testid: str, want: tuple[int, int], timeout: float = 10.0) -> None:
@@ -65,7 +67,7 @@ def test_a_heic_photo_is_shown_compared_and_reblended(server: Server, page_facto
 
     page.set_input_files('[data-testid="file-input"]', str(src))
     page.wait_for_selector('[data-testid="preview"]:visible')
-    assert _natural_size(page, "preview") == (512, 341)  # upright, capped at the chosen 512
+    _wait_natural_size(page, "preview", (512, 341))  # upright, capped at the chosen 512
     page.click('[data-testid="size-1024"]')  # another size: a preview at that size, the painted picture's
     _wait_natural_size(page, "preview", (768, 512))
     page.click(f'[data-testid="style-{fast_style()}"]')
@@ -77,7 +79,7 @@ def test_a_heic_photo_is_shown_compared_and_reblended(server: Server, page_facto
 
     painted = tuple(page.evaluate("[document.getElementById('after').width, document.getElementById('after').height]"))
     assert painted == (768, 512)
-    assert _natural_size(page, "before-image") == painted  # the before side is the painted picture's size
+    _wait_natural_size(page, "before-image", painted)  # the before side is the painted picture's size
     uploads = page.evaluate("window.uploads")
     heic_part = [src.name, len(heic)]  # the HEIC itself is painted, not the preview
     assert uploads == [["/api/preview", *heic_part], ["/api/preview", *heic_part], ["/api/jobs", *heic_part]]
