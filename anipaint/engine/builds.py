@@ -21,6 +21,7 @@ from torch import Tensor
 
 from anipaint import store
 from anipaint.engine.cpu import cpu_flags
+from anipaint.engine.inductor_compile import compile_package
 from anipaint.engine.quiet import quiet
 from anipaint.networks.animeganv2 import MIN_SIZE, SIZE_MULTIPLE
 from anipaint.registry import Style
@@ -105,8 +106,7 @@ def v2_package(artefact: Path, out: Path, settings: Settings, int8: bool) -> Non
     ep = _export_v2(graph)
     # Freezing (needed to lower quantize→dequantize→conv to oneDNN's int8 kernels) is only applied when grad is
     # off. It also miscompiled the all-bf16 graph in torch 2.13 (PSNR 13 dB), and bought nothing there.
-    with torch.no_grad():
-        torch._inductor.aoti_compile_and_package(ep, package_path=str(out), inductor_configs={"freezing": int8})
+    compile_package(ep, out, {"freezing": int8})
 
 
 @quiet()

@@ -36,6 +36,7 @@ from anipaint.networks.ir import Graph, Node
 from anipaint.quality import faithful, far_share, psnr
 
 from . import column_convs, precision
+from .inductor_compile import compile_package
 from .tensors import from_tensor
 
 MIN_MULTIPLES = 3  # the exported programs take H and W of at least this many size multiples
@@ -389,8 +390,7 @@ def build_package(network: nn.Module, out: Path, conv_dtype: torch.dtype = torch
     module, multiple = for_network(network, conv_dtype, rewrites=rewrites)
     program, fixed = export(module, multiple)
     configs = {"aot_inductor.metadata": fixed_size_metadata(fixed)} if fixed else None
-    with torch.no_grad():
-        torch._inductor.aoti_compile_and_package(program, package_path=str(out), inductor_configs=configs)
+    compile_package(program, out, configs)
     return multiple
 
 
