@@ -3,13 +3,15 @@ downloads) painting the group photo at 512 px in headless Chromium (ONNX Runtime
 WebAssembly with SIMD and threads; WebGPU too where Chromium offers an adapter), and the same file in onnxruntime
 in Python, in the same run, on the same cores.
 
-``python benchmarks/device_paint.py [--styles v3-hayao,v3-cute] [--rounds 5] [--no-webgpu]``
+``python benchmarks/device_paint.py [--styles v3-hayao,v3-cute] [--rounds 5] [--no-webgpu] [--first 3]``
 
 Each browser round is one ``paintOnDevice`` call, timed in the page: ``paint`` is the network's run (from the
 worker's "paint" progress message to its "encode" one), ``whole`` the call from the photo's bytes to the PNG
 (decode, the Lanczos cap, padding, the run, encoding); the first call, which downloads the model and starts the
-session, is left out. Native is ``InferenceSession.run`` on the same 512 × 512 input, as many threads as cores
-(the page's worker asks for the same). A real server (``python -m anipaint.service``, background preparation
+session, is left out (``--first N`` times that one too: N fresh browsers each painting straight away, and N
+getting ready first with ``prepareOnDevice`` and pausing as a person choosing a photo would). Native is
+``InferenceSession.run`` on the same 512 × 512 input, as many threads as cores (the page's worker asks for the
+same). A real server (``python -m anipaint.service``, background preparation
 off) serves the page and the model; missing device models are made first (tens of seconds each).
 """
 
@@ -54,6 +56,21 @@ PAINT = """async ([b64, style, ep, rounds]) => {
     if (i) times.push({ whole: performance.now() - t0, paint: at.encode - at.paint });
   }
   return { times, ep: used };
+}"""
+# The first paint of a fresh browser: straight away ("cold"), or after prepareOnDevice and a pause standing for the
+# time a person takes to choose a photo ("prepared", as the page does while its switch is on).
+FIRST = """async ([b64, style, prepare, pauseMs]) => {
+  const { paintOnDevice, prepareOnDevice } = await import("/static/device.js");
+  const photo = new Blob([Uint8Array.from(atob(b64), (c) => c.charCodeAt(0))]);
+  if (prepare) {
+    await prepareOnDevice(style);
+    await new Promise((resolve) => setTimeout(resolve, pauseMs));
+  }
+  const at = {};
+  const t0 = performance.now();
+  const onProgress = (p) => { at[p.stage] = at[p.stage] || performance.now(); };
+  await paintOnDevice(photo, { style, maxSide: 512, onProgress });
+  return { whole: performance.now() - t0, paint: at.encode - at.paint };
 }"""
 ADAPTER = """navigator.gpu ? navigator.gpu.requestAdapter()
   .then((a) => a && a.info.architecture + (a.info.isFallbackAdapter ? " (software)" : "")) : null"""
@@ -132,11 +149,34 @@ def _browser(url: str, photo: bytes, styles: list[str], rounds: int, webgpu: boo
     return out
 
 
+def _first_paints(url: str, photo: bytes, styles: list[str], browsers: int, pause_ms: int) -> dict:
+    """Each style's first paint in fresh browsers, cold and prepared in turns: {(style, kind): [result, ...]}."""
+    from playwright.sync_api import sync_playwright
+
+    out: dict = {}
+    b64 = base64.b64encode(photo).decode()
+    with sync_playwright() as p:
+        for style in styles:
+            for _ in range(browsers):
+                for kind in ("cold", "prepared"):
+                    browser = p.chromium.launch(executable_path=CHROMIUM, args=[*ARGS, "--disable-gpu"], headless=True)
+                    page = browser.new_page()
+                    page.set_default_timeout(600_000)
+                    page.goto(url + "/")
+                    out.setdefault((style, kind), []).append(
+                        page.evaluate(FIRST, [b64, style, kind == "prepared", pause_ms]))
+                    browser.close()
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--styles", default="v3-hayao,v3-cute")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--no-webgpu", action="store_true", help="WebAssembly only")
+    parser.add_argument("--first", type=int, default=0, metavar="N",
+                        help="also time the first paint of N fresh browsers per style, cold and prepared")
+    parser.add_argument("--pause", type=int, default=2000, help="ms between getting ready and the first paint")
     args = parser.parse_args(argv)
     settings = get_settings()
     styles = [s for s in args.styles.split(",") if s]
@@ -155,6 +195,7 @@ def main(argv: list[str] | None = None) -> int:
               for s, m in models.items()}
     with _server(styles[0]) as url:
         browser = _browser(url, photo, styles, args.rounds, not args.no_webgpu)
+        first = _first_paints(url, photo, styles, args.first, args.pause) if args.first else {}
     print(f"group photo at 512 × 512, {args.rounds} rounds (medians), {os.cpu_count()} cores; "
           f"runtime download {runtime / 1e6:.1f} MB once (onnxruntime-web)")
     for style_id, model in models.items():
@@ -169,6 +210,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {ep:6s} run {run * 1000:6.0f} ms ({run / native[style_id]:.2f}× native)   "
                   f"whole paint {whole * 1000:6.0f} ms ({whole / native[style_id]:.2f}× native's run)")
             print("         each run: " + ", ".join(f"{t['paint']:.0f}" for t in times) + " ms")
+        for kind in ("cold", "prepared"):
+            got = first.get((style_id, kind))
+            if got:
+                print(f"  first paint, {kind:8s} whole {statistics.median(t['whole'] for t in got):6.0f} ms, "
+                      f"run {statistics.median(t['paint'] for t in got):6.0f} ms   (each whole: "
+                      + ", ".join(f"{t['whole']:.0f}" for t in got) + " ms)")
     return 0
 
 

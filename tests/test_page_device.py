@@ -54,6 +54,17 @@ PAINT = """async ([b64, style, maxSide = 512]) => {
   });
   return { url, info };
 }"""
+# device.js in the page: a paint that must be refused, and why.
+PAINT_REFUSED = """async ([b64, style]) => {
+  const { paintOnDevice } = await import("/static/device.js");
+  const photo = new Blob([Uint8Array.from(atob(b64), (c) => c.charCodeAt(0))]);
+  try {
+    await paintOnDevice(photo, { style, maxSide: 128 });
+  } catch (e) {
+    return { reason: e.reason, message: e.message };
+  }
+  return { reason: null, message: "painted" };
+}"""
 # Replaces the cached copy of a model file with the same bytes but one, as a damaged disk or a tampered cache would.
 DAMAGE_CACHED_MODEL = """async (url) => {
   const good = new Uint8Array(await (await fetch(url)).arrayBuffer());
@@ -139,7 +150,7 @@ def test_painting_on_this_device_sends_no_photo(server: Server, page_factory) ->
     page = page_factory()
     requests = _record_requests(page)
     _open(page, server)
-    assert not page.is_checked('[data-testid="on-device"]')  # off until asked for: the first paint downloads
+    assert not page.is_checked('[data-testid="on-device"]')  # off until asked for: turning it on downloads
     assert page.locator(".needs-server:visible").count() == 0
     _switch_on(page)
     for control in ("faces", "portrait", "background"):
@@ -202,24 +213,55 @@ def test_painting_on_this_device_sends_no_photo(server: Server, page_factory) ->
 
 
 def test_a_damaged_model_is_refused(server: Server, page_factory) -> None:  # noqa: F811
-    """A cached model file with one byte changed fails its sha256: the page says so and paints nothing; the copy
-    is dropped, so the next paint fetches the good file again."""
+    """A cached model file with one byte changed fails its sha256: paintOnDevice refuses it with a clear reason and
+    paints nothing, and the copy is dropped. The page, getting the style ready as the switch goes on, says the file
+    was damaged; its paint then fetches the good file again."""
     page = page_factory()
     _open(page, server)
     page.wait_for_selector("html[data-offline='kept']", state="attached")  # the service worker keeps the models
     style = fast_style()
     url = next(r["url"] for r in server.client.get("/api/device/styles").json() if r["id"] == style)
     assert page.evaluate(DAMAGE_CACHED_MODEL, url) > 0
+    refused = page.evaluate(PAINT_REFUSED, [base64.b64encode(GROUP_PHOTO.read_bytes()).decode(), style])
+    assert refused["reason"] == "checksum" and "failed its checksum" in refused["message"], refused
+    assert "nothing was painted" in refused["message"]
+
+    assert page.evaluate(DAMAGE_CACHED_MODEL, url) > 0  # the refused copy was dropped: damage the next one too
     _switch_on(page)
-    _paint(page, GROUP_PHOTO, style)
-    message = page.locator('[data-testid="message"]')
-    assert "model file is damaged" in message.inner_text() and "failed its checksum" in message.inner_text()
-    assert page.locator('[data-testid="compare"]').is_hidden()
+    note = page.locator('[data-testid="device-note"]')
+    note.filter(has_text="was damaged").wait_for()
+    assert "failed its checksum" in note.inner_text() and "downloads it again" in note.inner_text()
     page.evaluate("window.scrollTo(0, 0)")
     _shot(page, "page-device-checksum")
-    page.click('[data-testid="paint"]')
-    page.wait_for_selector("body[data-state='done']", state="attached", timeout=180_000)
+    _paint(page, GROUP_PHOTO, style)
     assert PAINTED_ON_DEVICE in _done(page)
+    assert page.is_hidden('[data-testid="device-note"]')
+
+
+def test_the_switch_gets_the_style_ready_before_a_photo_is_chosen(server: Server, page_factory) -> None:  # noqa: F811
+    """With the switch on, the chosen style's model is fetched and its session started before there is a photo;
+    the paint that follows downloads nothing more. Choosing another style gets that one ready too."""
+    page = page_factory()
+    requests = _record_requests(page)
+    _open(page, server)
+    models = lambda: [r.url for r in requests if "/device/models/" in r.url]  # noqa: E731
+    assert models() == []  # off: nothing is fetched for the device
+    _switch_on(page)
+    style = fast_style()
+    page.wait_for_selector(f"body[data-device-ready='{style}']", state="attached", timeout=120_000)
+    fetched = models()  # the worker's request, and the service worker's on its behalf
+    assert len(set(fetched)) == 1, fetched
+    page.set_input_files('[data-testid="file-input"]', str(GROUP_PHOTO))
+    page.wait_for_selector('[data-testid="preview"]:visible')
+    page.click('[data-testid="paint"]')
+    page.wait_for_selector("body[data-state='done'], body[data-state='error']", state="attached", timeout=180_000)
+    assert PAINTED_ON_DEVICE in _done(page)
+    assert models() == fetched  # the paint used the session made before
+
+    other = next(s for s in DEVICE_STYLES if s != style)
+    page.click(f'[data-testid="style-{other}"]')
+    page.wait_for_selector(f"body[data-device-ready='{other}']", state="attached", timeout=120_000)
+    assert len(set(models())) == 2, models()
 
 
 def test_after_one_device_paint_the_page_works_offline(device_styles, page_factory, tmp_path) -> None:  # noqa: F811

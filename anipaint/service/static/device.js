@@ -4,6 +4,7 @@
 //   const ids = await deviceStyles();                  // the styles this browser can paint, e.g. ["v3-hayao", …]
 //   const png = await paintOnDevice(file, { style: "v3-hayao", maxSide: 512, strength: 1,
 //                                           onProgress: (p) => console.log(p) });   // a PNG Blob
+//   prepareOnDevice("v3-hayao");   // optional, before a photo is chosen: the first paint then starts ready
 //
 // The photo never leaves the browser: the worker (device-worker.js) downloads the style's ONNX file once
 // (checked against its sha256; the service worker keeps it for offline use) and paints with ONNX Runtime Web,
@@ -80,8 +81,60 @@ function ensureWorker() {
     for (const job of waiting.values()) job.reject(why);
     waiting.clear();
     worker = null;
+    ready.clear();
   };
   return worker;
+}
+
+// The style's row of the manifest, or a DeviceError saying why this browser cannot paint it.
+async function deviceModel(style) {
+  const unsupported = deviceSupport();
+  if (unsupported) throw new DeviceError("unsupported", `cannot paint on this device: ${unsupported}`);
+  const rows = await deviceManifest();
+  const model = rows.find((row) => row.id === style);
+  if (!model) throw new DeviceError("style", `unknown style ${style}`);
+  if (!model.on_device) throw new DeviceError("style", `${style} cannot paint on this device: ${model.reason}`);
+  return model;
+}
+
+// One message to the worker; resolves with its answer. `signal` cancels: a run in WebAssembly cannot be stopped
+// halfway, so the worker goes and a new one starts next time.
+function ask(message, onProgress, signal) {
+  if (signal?.aborted) return Promise.reject(new DeviceError("cancelled", "cancelled"));
+  const id = ++nextId;
+  const w = ensureWorker();
+  return new Promise((resolve, reject) => {
+    waiting.set(id, { resolve, reject, onProgress });
+    signal?.addEventListener("abort", () => {
+      if (!waiting.delete(id)) return;
+      reject(new DeviceError("cancelled", "cancelled"));
+      w.terminate();
+      if (worker === w) { worker = null; ready.clear(); }
+    }, { once: true });
+    w.postMessage({ id, ...message });
+  }).then((result) => {
+    for (const url of result.loaded || []) files.add(url);
+    return result;
+  });
+}
+
+const ready = new Map(); // style|ep → Promise of prepareOnDevice's answer, so that asking twice loads once
+
+// Get `style` ready to paint before there is a photo: its model downloaded and checked (reported to onProgress as
+// a paint's download is), the runtime started and one warm-up run made, in the background. The first
+// paintOnDevice then skips all that, and runs optimised code sooner: the browser optimises the runtime's hot code
+// while the person chooses a photo. Resolves with {ep}; rejects with a DeviceError as paintOnDevice would (a
+// damaged model: "checksum", and the next call fetches it again).
+export function prepareOnDevice(style, { ep, onProgress, signal } = {}) {
+  const key = `${style}|${ep || ""}`;
+  if (!ready.has(key)) {
+    const made = deviceModel(style)
+      .then((model) => ask({ model, ep, warm: true }, onProgress, signal))
+      .then((result) => ({ ep: result.ep }));
+    made.catch(() => { if (ready.get(key) === made) ready.delete(key); });
+    ready.set(key, made);
+  }
+  return ready.get(key);
 }
 
 // Paint `image` (a Blob or an ImageBitmap) in `style`; resolves with a PNG Blob. `details(info)` also gets
@@ -102,25 +155,8 @@ export async function paintOnDevice(image, {
   }
   const s = Number(strength);
   if (!(s >= 0 && s <= 1)) throw new DeviceError("failed", "strength must be between 0 and 1");
-  const rows = await deviceManifest();
-  const model = rows.find((row) => row.id === style);
-  if (!model) throw new DeviceError("style", `unknown style ${style}`);
-  if (!model.on_device) throw new DeviceError("style", `${style} cannot paint on this device: ${model.reason}`);
-  if (signal?.aborted) throw new DeviceError("cancelled", "cancelled");
-  const id = ++nextId;
-  const w = ensureWorker();
-  const result = await new Promise((resolve, reject) => {
-    waiting.set(id, { resolve, reject, onProgress });
-    signal?.addEventListener("abort", () => {
-      // A paint in WebAssembly cannot be stopped halfway: the worker goes, a new one starts next time.
-      if (!waiting.delete(id)) return;
-      reject(new DeviceError("cancelled", "cancelled"));
-      w.terminate();
-      if (worker === w) worker = null;
-    }, { once: true });
-    w.postMessage({ id, model, image, maxSide: side, strength: s, ep });
-  });
-  for (const url of result.loaded || []) files.add(url);
+  const model = await deviceModel(style);
+  const result = await ask({ model, image, maxSide: side, strength: s, ep }, onProgress, signal);
   onProgress?.({ stage: "done", progress: 1 });
   details?.({ width: result.width, height: result.height, ep: result.ep });
   return result.png;

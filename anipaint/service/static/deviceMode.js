@@ -2,13 +2,13 @@
 // /api/device/styles), and the views that follow from them: the switch, the controls that need the server greyed
 // out with why, and one note under them (a style this device cannot paint, the server out of reach).
 //
-// Off until the user turns it on, then on in this browser until turned off: the first paint on the device
+// Off until the user turns it on, then on in this browser until turned off: turning it on (or the first paint)
 // downloads ONNX Runtime Web (about 30 MB) and the style's model (1–3 MB), and on most phones and laptops the server
 // paints faster and does what the device cannot (face enhancement, anime faces, pictures over 1024 px). Privacy
 // and painting offline are worth that to those who ask for them, not a surprise download for everyone else.
 
 import { STILLS_ONLY } from "./clip.js";
-import { MAX_DEVICE_SIDE, deviceManifest, deviceSupport } from "./device.js";
+import { MAX_DEVICE_SIDE, deviceManifest, deviceSupport, prepareOnDevice } from "./device.js";
 import { translate } from "./i18n.js";
 
 const KEY = "anipaint.device";
@@ -62,6 +62,20 @@ async function loadRows(store, fresh) {
   }
 }
 
+// While the switch is on, the chosen style is got ready on this device before there is a photo (device.js's
+// prepareOnDevice): the first paint then starts at once, on code the browser has had time to optimise. A damaged
+// model found on the way is said under the switch until a paint has fetched it again.
+function prepareChosen(store, s) {
+  const row = s.device.on && s.device.rows && s.device.rows.find((r) => r.id === s.style);
+  if (!row || !row.on_device) return;
+  const style = s.style;
+  prepareOnDevice(style).then(() => {
+    document.body.dataset.deviceReady = style;
+  }, (error) => {
+    if (error.reason === "checksum") store.update((st) => ({ device: { ...st.device, damaged: style } }));
+  });
+}
+
 function drawSwitch(s) {
   const t = (key, vars) => translate(s.lang, key, vars);
   const d = s.device;
@@ -82,6 +96,7 @@ function drawNote(s) {
   }
   const blocked = deviceBlock(s, s.style);
   if (blocked) lines.push(blocked);
+  if (s.device.on && s.device.damaged === s.style) lines.push(translate(s.lang, "device.damaged"));
   const note = $("device-note");
   note.textContent = lines.join("\n");
   note.hidden = !lines.length;
@@ -96,6 +111,11 @@ export function watchDevice(store) {
   store.watch((s) => [s.styles], (s) => {
     const { rows, support } = s.device;
     if (!support && (!rows || rows.some((r) => r.state === "not_ready"))) loadRows(store, Boolean(rows));
+  });
+  store.watch((s) => [s.device.on, s.device.rows, s.style], (s) => prepareChosen(store, s));
+  // A finished paint on the device has fetched a good copy of a model found damaged before.
+  store.watch((s) => [s.result], (s) => {
+    if (s.device.damaged && s.result) store.update((st) => ({ device: { ...st.device, damaged: null } }));
   });
   $("on-device").addEventListener("change", (e) => setDevice(store, e.target.checked));
   $("use-server").addEventListener("click", () => setDevice(store, false));
