@@ -65,6 +65,15 @@ PAINT_REFUSED = """async ([b64, style]) => {
   }
   return { reason: null, message: "painted" };
 }"""
+# device.js in the page: get a style ready and, without waiting, paint with it; what the paint heard.
+PREPARE_THEN_PAINT = """async ([b64, style]) => {
+  const { paintOnDevice, prepareOnDevice } = await import("/static/device.js");
+  const photo = new Blob([Uint8Array.from(atob(b64), (c) => c.charCodeAt(0))]);
+  const stages = [];
+  const ready = prepareOnDevice(style);
+  const png = await paintOnDevice(photo, { style, maxSide: 128, onProgress: (p) => stages.push(p.stage) });
+  return { ready: (await ready).ep, size: png.size, stages };
+}"""
 # Replaces the cached copy of a model file with the same bytes but one, as a damaged disk or a tampered cache would.
 DAMAGE_CACHED_MODEL = """async (url) => {
   const good = new Uint8Array(await (await fetch(url)).arrayBuffer());
@@ -262,6 +271,21 @@ def test_the_switch_gets_the_style_ready_before_a_photo_is_chosen(server: Server
     page.click(f'[data-testid="style-{other}"]')
     page.wait_for_selector(f"body[data-device-ready='{other}']", state="attached", timeout=120_000)
     assert len(set(models())) == 2, models()
+
+
+def test_a_paint_asked_for_while_the_style_gets_ready_shares_its_download(
+    server: Server, page_factory,  # noqa: F811
+) -> None:
+    """prepareOnDevice and then at once paintOnDevice: one download of the model, whose progress the paint hears."""
+    page = page_factory()
+    requests = _record_requests(page)
+    _open(page, server)
+    style = fast_style()
+    got = page.evaluate(PREPARE_THEN_PAINT, [base64.b64encode(GROUP_PHOTO.read_bytes()).decode(), style])
+    assert got["ready"] == "wasm" and got["size"] > 0
+    assert "download" in got["stages"] and got["stages"][-1] == "done", got["stages"]
+    fetched = {r.url for r in requests if "/device/models/" in r.url}
+    assert len(fetched) == 1, fetched
 
 
 def test_after_one_device_paint_the_page_works_offline(device_styles, page_factory, tmp_path) -> None:  # noqa: F811

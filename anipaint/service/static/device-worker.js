@@ -20,6 +20,7 @@ ort.env.logLevel = "error";
 
 const MODELS = "anipaint-models"; // the service worker's cache of model files (sw.js)
 const sessions = new Map(); // sha256 + execution provider → Promise of {session, ep}, shared while it loads
+const loading = new Map(); // a session's Promise while it loads → the progress callbacks of everyone waiting for it
 const runs = new Map(); // the same key → Promise of its latest run: one run at a time (a paint waits for a warm-up)
 const warmed = new Set(); // keys whose session has had its warm-up run
 
@@ -78,14 +79,20 @@ async function hardwareAdapter() {
 // its refusal, and a failed load is forgotten so that the next paint tries again.
 async function session(model, ep, progress) {
   const wanted = ep || (self.navigator.gpu ? "webgpu" : "wasm");
-  for (const key of [`${model.sha256}|${wanted}`, `${model.sha256}|wasm`]) if (sessions.has(key)) return sessions.get(key);
+  for (const key of [`${model.sha256}|${wanted}`, `${model.sha256}|wasm`]) {
+    if (!sessions.has(key)) continue;
+    loading.get(sessions.get(key))?.add(progress); // still loading: this caller hears its progress too
+    return sessions.get(key);
+  }
   const key = `${model.sha256}|${wanted}`;
-  const made = load(model, wanted, progress).then((found) => {
+  const listeners = new Set([progress]);
+  const made = load(model, wanted, (p) => { for (const hear of listeners) hear(p); }).then((found) => {
     sessions.set(`${model.sha256}|${found.ep}`, made);
     return found;
   });
+  loading.set(made, listeners);
   sessions.set(key, made);
-  made.catch(() => { if (sessions.get(key) === made) sessions.delete(key); });
+  made.finally(() => loading.delete(made)).catch(() => { if (sessions.get(key) === made) sessions.delete(key); });
   return made;
 }
 
