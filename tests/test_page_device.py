@@ -74,6 +74,23 @@ PREPARE_THEN_PAINT = """async ([b64, style]) => {
   const png = await paintOnDevice(photo, { style, maxSide: 128, onProgress: (p) => stages.push(p.stage) });
   return { ready: (await ready).ep, size: png.size, stages };
 }"""
+# device.js in the page: two paints at once, the second cancelled; how each ended (a minute at most for each).
+CANCEL_ONE_OF_TWO = """async ([b64, style]) => {
+  const { paintOnDevice } = await import("/static/device.js");
+  const photo = new Blob([Uint8Array.from(atob(b64), (c) => c.charCodeAt(0))]);
+  const ended = (promise) => Promise.race([
+    promise.then((png) => (png.size ? "png" : "empty"), (e) => e.reason || String(e)),
+    new Promise((resolve) => setTimeout(() => resolve("no answer in a minute"), 60000)),
+  ]);
+  const stop = new AbortController();
+  const other = paintOnDevice(photo, { style, maxSide: 128 });
+  const cancelled = paintOnDevice(photo, { style, maxSide: 128, signal: stop.signal });
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  stop.abort();
+  const result = { cancelled: await ended(cancelled), other: await ended(other) };
+  result.after = await ended(paintOnDevice(photo, { style, maxSide: 128 }));
+  return result;
+}"""
 # Replaces the cached copy of a model file with the same bytes but one, as a damaged disk or a tampered cache would.
 DAMAGE_CACHED_MODEL = """async (url) => {
   const good = new Uint8Array(await (await fetch(url)).arrayBuffer());
@@ -286,6 +303,15 @@ def test_a_paint_asked_for_while_the_style_gets_ready_shares_its_download(
     assert "download" in got["stages"] and got["stages"][-1] == "done", got["stages"]
     fetched = {r.url for r in requests if "/device/models/" in r.url}
     assert len(fetched) == 1, fetched
+
+
+def test_cancelling_one_paint_leaves_the_others_painting(server: Server, page_factory) -> None:  # noqa: F811
+    """Two paints at once (an app painting two photos), one cancelled: that one is refused as cancelled at once, the
+    other still comes back as a PNG (the worker may not be stopped under it), and so does a paint after both."""
+    page = page_factory()
+    _open(page, server)
+    got = page.evaluate(CANCEL_ONE_OF_TWO, [base64.b64encode(GROUP_PHOTO.read_bytes()).decode(), fast_style()])
+    assert got == {"cancelled": "cancelled", "other": "png", "after": "png"}, got
 
 
 def test_after_one_device_paint_the_page_works_offline(device_styles, page_factory, tmp_path) -> None:  # noqa: F811

@@ -97,8 +97,9 @@ async function deviceModel(style) {
   return model;
 }
 
-// One message to the worker; resolves with its answer. `signal` cancels: a run in WebAssembly cannot be stopped
-// halfway, so the worker goes and a new one starts next time.
+// One message to the worker; resolves with its answer. `signal` cancels: the call is refused as cancelled at once.
+// A run in WebAssembly cannot be stopped halfway, so the worker goes (a new one starts next time), unless other
+// calls are waiting on it: then it finishes and the cancelled call's answer is dropped.
 function ask(message, onProgress, signal) {
   if (signal?.aborted) return Promise.reject(new DeviceError("cancelled", "cancelled"));
   const id = ++nextId;
@@ -108,6 +109,7 @@ function ask(message, onProgress, signal) {
     signal?.addEventListener("abort", () => {
       if (!waiting.delete(id)) return;
       reject(new DeviceError("cancelled", "cancelled"));
+      if (waiting.size) return;
       w.terminate();
       if (worker === w) { worker = null; ready.clear(); }
     }, { once: true });
