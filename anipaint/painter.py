@@ -155,7 +155,11 @@ class Painter:
             if portrait:
                 raise ModelStoreError("portrait mode needs the face detector (face/face_detection_yunet_*.onnx)")
             return painted, None
-        found = face_detect.get_face_detector(self.settings, model).detect(work.source)
+        detector = face_detect.get_face_detector(self.settings, model)
+        if portrait:  # the face model was trained on level, FFHQ-aligned faces: refined landmarks
+            found = detector.detect(work.source)
+        else:
+            found = face_pass.faces_as_painted(detector, work.source.shape, work.rgb)
         if not found:
             return painted, 0
         size = self.settings.face_size

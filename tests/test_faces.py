@@ -216,6 +216,44 @@ def test_rotated_face_found_and_aligned_level(detector):
     assert abs(eyes[0] - 256) < 15 and 200 < eyes[1] < 256
 
 
+def test_the_face_pass_finds_its_faces_in_the_picture_as_painted(group, detector):
+    """One YuNet run on the 512 px picture the painter paints finds the group's three faces where the refined
+    full-resolution detection does, in source pixels, and the minimum face size is still the source's."""
+    painted_input = capped(group, 512)
+    full = sorted(detector.detect(group), key=lambda f: f.box[0])
+    found = sorted(blend.faces_as_painted(make_detector(), group.shape, painted_input), key=lambda f: f.box[0])
+    assert len(found) == len(full) == 3
+    for a, b in zip(full, found, strict=True):
+        assert np.allclose(a.box, b.box, atol=0.1 * max(a.box[2:])), (a.box, b.box)
+        assert np.abs(a.landmarks - b.landmarks).max() < 0.15 * a.box[2]  # YuNet's own, from 512 px
+    assert len(blend.faces_as_painted(make_detector(min_size=100), group.shape, painted_input)) == 3
+    assert blend.faces_as_painted(make_detector(min_size=200), group.shape, painted_input) == []
+
+
+def test_one_run_detection_restyles_the_faces_where_refined_landmarks_do(group, detector, paint):
+    """The pass paints each crop with the picture's own generator and pastes it back through the same
+    transform, so it needs the faces' places and sizes, not level landmarks: YuNet's own (which read the
+    rolled astronaut as nearly level) blend each face over the same region as the refined full-resolution ones
+    (its core wholly, soft overlap ≥ 0.8; a face placed 10 % off scores 0.43-0.79) at the same crop size, and
+    every face is restyled."""
+    astronaut = skimage_data.astronaut()
+    rot = cv2.getRotationMatrix2D((224, 110), 30, 1.0)
+    rolled = cv2.warpAffine(astronaut, rot, (512, 512), borderMode=cv2.BORDER_REFLECT_101)
+    for name, source in (("group", group), ("astronaut", astronaut), ("rolled astronaut", rolled)):
+        painted_input = capped(source, 512)
+        refined = sorted(detector.detect(source), key=lambda f: f.box[0])
+        quick = sorted(blend.faces_as_painted(make_detector(), source.shape, painted_input), key=lambda f: f.box[0])
+        assert len(quick) == len(refined) >= 1, name
+        for want, got in zip(refined, quick, strict=True):
+            a, b = (face_mask(f, source.shape, painted_input.shape) for f in (want, got))
+            assert (b[a > 0.95] > 0.5).all(), name
+            assert np.minimum(a, b).sum() / np.maximum(a, b).sum() >= 0.8, name
+            sides = [blend.working_side(f, source.shape, painted_input.shape, 512) for f in (want, got)]
+            assert abs(sides[0] - sides[1]) <= 16, (name, sides)
+        plain = paint(painted_input)
+        assert_changes_inside_masks_only(source, quick, plain, enhance_faces(source, plain, quick, paint))
+
+
 # --- cache ----------------------------------------------------------------------------------------------------
 
 

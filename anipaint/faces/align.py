@@ -18,6 +18,13 @@ class Face:
     landmarks: np.ndarray  # (5, 2) source pixels: right eye, left eye, nose tip, right/left mouth corner
     score: float
 
+    def scaled(self, sx: float, sy: float) -> Face:
+        """The same face in a picture ``sx`` times as wide and ``sy`` times as tall (pixel-edge coordinates)."""
+        x, y, w, h = self.box
+        landmarks = self.landmarks * (sx, sy)
+        landmarks.setflags(write=False)
+        return Face((x * sx, y * sy, w * sx, h * sy), landmarks, self.score)
+
 
 def as_rgb(img: np.ndarray) -> np.ndarray:
     if img.dtype != np.uint8:

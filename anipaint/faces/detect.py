@@ -1,7 +1,8 @@
 """Face detection: YuNet (:mod:`.yunet`) with landmark refinement and a cache keyed by pixels.
 
 ``FaceDetector.detect(rgb)`` can be timed on its own (cached by pixel hash; use a fresh detector or new pixels
-to time a miss). :func:`get_face_detector` is the process-wide instance for a set of settings.
+to time a miss). ``detect(rgb, refine=False)`` is the one-run form for callers that need the faces but not
+level landmarks. :func:`get_face_detector` is the process-wide instance for a set of settings.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ _REFINE_SIDE, _REFINE_PASSES, _REFINE_SCORE = 256, 4, 0.5  # landmark refinement
 
 def _pixel_key(rgb: np.ndarray) -> bytes:
     # Keyed by the decoded pixels, not the upload bytes: a re-encoded or re-sent photo with the same pixels hits.
-    h = hashlib.blake2b(digest_size=16)
+    # SHA-1 for speed (the CPU's SHA instructions: 1.1 ms for a 900 px photo against blake2b's 2.3), not secrecy.
+    h = hashlib.sha1(usedforsecurity=False)
     h.update(repr((rgb.shape, rgb.dtype.str)).encode())
     h.update(np.ascontiguousarray(rgb).data)
     return h.digest()
@@ -80,17 +82,22 @@ class FaceDetector:
             bgr = canvas
         return net.detect(bgr)
 
-    def detect(self, rgb: np.ndarray) -> list[Face]:
-        """Faces in an RGB uint8 picture, largest first; cached by the hash of its pixels."""
+    def detect(self, rgb: np.ndarray, *, refine: bool = True, min_size: float | None = None) -> list[Face]:
+        """Faces in an RGB uint8 picture, largest first; cached by the hash of its pixels and the options.
+
+        ``refine=False`` keeps YuNet's own landmarks, one network run in all; they read a rolled face as more
+        upright than it is (:meth:`_refine`). ``min_size`` replaces the detector's own (a caller detecting in a
+        reduced copy of a photo gives the photo's minimum in the copy's pixels)."""
         rgb = as_rgb(rgb)
-        key = _pixel_key(rgb)
+        smallest = self.min_size if min_size is None else float(min_size)
+        key = (_pixel_key(rgb), refine, smallest)
         with self._lock:
             hit = self._cache.get(key)
             if hit is not None:
                 self.cache_hits += 1
                 return list(hit)
             self.cache_misses += 1
-        faces = self._run(rgb)  # outside the lock: different pictures detect in parallel
+        faces = self._run(rgb, refine, smallest)  # outside the lock: different pictures detect in parallel
         with self._lock:
             self.calls += 1
             self._cache[key] = tuple(faces)
@@ -110,7 +117,7 @@ class FaceDetector:
                 calls=self.calls, hits=self.cache_hits, misses=self.cache_misses, hit_rate=rate, size=len(self._cache)
             )
 
-    def _run(self, rgb: np.ndarray) -> list[Face]:
+    def _run(self, rgb: np.ndarray, refine: bool, min_size: float) -> list[Face]:
         h, w = rgb.shape[:2]
         fixed = self._net().fixed_side
         limit = min(self.detect_max_side or fixed, fixed) if fixed else self.detect_max_side
@@ -122,9 +129,11 @@ class FaceDetector:
         faces: list[Face] = []
         for row in rows:
             x, y, bw, bh = row[0] / sx, row[1] / sy, row[2] / sx, row[3] / sy
-            if float(row[14]) < self.score_threshold or min(bw, bh) < self.min_size:
+            if float(row[14]) < self.score_threshold or min(bw, bh) < min_size:
                 continue
-            lm = self._refine(rgb, row[4:14].reshape(5, 2).astype(np.float64) / (sx, sy))
+            lm = row[4:14].reshape(5, 2).astype(np.float64) / (sx, sy)
+            if refine:
+                lm = self._refine(rgb, lm)
             lm.setflags(write=False)  # shared through the cache
             faces.append(Face((float(x), float(y), float(bw), float(bh)), lm, float(row[14])))
         faces.sort(key=lambda f: f.box[2] * f.box[3], reverse=True)
