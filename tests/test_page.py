@@ -236,6 +236,9 @@ def test_busy_message(busy_server: InProcessServer, gate: Gate, page_factory) ->
             assert text in message.inner_text()
             if locale.startswith("zh"):
                 assert "开始绘制" in page.inner_text('[data-testid="paint"]')
+                # the chosen style says what it is in Chinese too (its description, not the server's English)
+                note = page.inner_text('[data-testid="style-note"]')
+                assert re.search(r" — .*[\u4e00-\u9fff]", note) and not re.search(r"[a-z]{4,}[;,.]", note), note
             if shot:
                 page.evaluate("window.scrollTo(0, 0)")
                 _shot(page, shot)

@@ -29,6 +29,17 @@ def test_style_ids_are_unique_lowercase_and_sources_are_relative_with_real_check
             assert src.sha256 is None or re.fullmatch(r"[0-9a-f]{64}", src.sha256), src.path
 
 
+def test_the_page_says_what_every_style_is_in_chinese_too():
+    """The page shows a style's description from the server (English) or, in Chinese, its own `style.about.<id>`;
+    a style added without one would read English on the Chinese page."""
+    from anipaint.service.routes.page import STATIC
+
+    strings = (STATIC / "i18n.js").read_text(encoding="utf-8")
+    about = dict(re.findall(r'"style\.about\.([a-z0-9-]+)": "([^"]+)"', strings))
+    assert set(about) == {style.id for style in all_styles()}
+    assert all(re.search(r"[\u4e00-\u9fff]", text) for text in about.values())
+
+
 def test_aliases_point_at_real_styles_and_never_shadow_an_id():
     ids = {s.id for s in all_styles()}
     for alias, targets in ALIASES.items():

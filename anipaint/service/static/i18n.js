@@ -213,6 +213,25 @@ export const STRINGS = {
     "err.tooBig.clip": "视频最大 {mb} MB、{s} 秒。",
     "err.notClip": "无法读取这个视频，请换一个 MP4",
     "footer.api": "API 文档",
+    "style.about.v3-hayao": "宫崎骏式的色彩；能画出脸上的眼睛和嘴。",
+    "style.about.v3-shinkai": "明亮的天空和清透的光线，新海诚风格。",
+    "style.about.v3-cute": "柔和可爱；最快的风格。",
+    "style.about.v3-sketch": "白底上的粗黑墨线；整张照片和人脸都适用。",
+    "style.about.v3-jp-face": "把对齐好的人脸裁切图变成动漫脸（大眼睛、干净的皮肤、手绘的头发）；用在整张照片上会抹掉人脸。",
+    "style.about.whitebox": "平涂的卡通色块和干净的轮廓（White-box Cartoonization，带它自己的引导滤波）。",
+    "style.about.cartoongan-shinkai": "干净的动画电影风格（轻量 ShuffleNet 生成器）；Apache-2.0 许可的风格。",
+    "style.about.cartoongan-paprika": "棕褐色调，带有明显的棋盘格伪影；Apache-2.0 许可。",
+    "style.about.v2-hayao": "官方的 AnimeGANv2 Hayao 生成器（int8 权重还原为浮点数）。",
+    "style.about.v1-hayao": "最初的 AnimeGAN Hayao 风格。",
+    "style.about.v1-shinkai": "最初的 AnimeGAN Shinkai 风格。",
+    "style.about.v1-paprika": "最初的 AnimeGAN Paprika 风格。",
+    "style.about.v1-charge": "由 AnimeGAN-js 的作者训练。",
+    "style.about.v1-iblard": "由 AnimeGAN-js 的作者训练。",
+    "style.about.v1-strange-daddy": "由 AnimeGAN-js 的作者训练。",
+    "style.about.v2-face-paint-512-v2": "专为人脸训练；来自 PyTorch 移植版。",
+    "style.about.v2-face-paint-512-v1": "专为人脸训练；来自 PyTorch 移植版。",
+    "style.about.v2-celeba-distill": "来自 PyTorch 移植版的蒸馏人脸风格。",
+    "style.about.v2-paprika": "来自 PyTorch 移植版的 Paprika 风格。",
   },
 };
 
@@ -233,6 +252,12 @@ export function translate(lang, key, vars) {
   let text = (STRINGS[lang] && STRINGS[lang][key]) || STRINGS.en[key] || key;
   for (const [name, value] of Object.entries(vars || {})) text = text.split(`{${name}}`).join(String(value));
   return text;
+}
+
+// A style's one-line description in `lang`: the page's own translation where it has one (`style.about.<id>`),
+// else the server's text, so a style the page does not know yet still says what it is.
+export function styleAbout(lang, style) {
+  return (STRINGS[lang] && STRINGS[lang][`style.about.${style.id}`]) || style.description;
 }
 
 // Every element with data-i18n gets its text (its other data-* attributes fill the {names}), the document its

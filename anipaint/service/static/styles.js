@@ -5,7 +5,7 @@
 
 import { getStyles, getThumbnail } from "./api.js";
 import { deviceBlock } from "./deviceMode.js";
-import { translate } from "./i18n.js";
+import { styleAbout, translate } from "./i18n.js";
 
 const THUMB_RETRY_MS = 3000;
 const PREPARING_POLL_MS = 5000;
@@ -129,7 +129,7 @@ function drawStyles(store, s) {
     card.querySelector(".reason").textContent = [family, status].filter(Boolean).join(" · ");
     card.dataset.state = style.state || "";
     card.classList.toggle("unavailable", Boolean(serverOnly));
-    card.title = [style.label, style.description, t("style.licence", { id: style.licence }), serverOnly]
+    card.title = [style.label, styleAbout(s.lang, style), t("style.licence", { id: style.licence }), serverOnly]
       .filter(Boolean).join("\n");
     card.dataset.licence = style.licence;
     card.classList.toggle("selected", style.id === s.style);
@@ -143,7 +143,7 @@ function drawStyles(store, s) {
     card.querySelector(".thumb").classList.toggle("pending", !thumb || thumb.pending);
   }
   const chosen = s.styles.find((st) => st.id === s.style);
-  $("style-note").textContent = chosen ? `${chosen.label} — ${chosen.description}` : "";
+  $("style-note").textContent = chosen ? `${chosen.label} — ${styleAbout(s.lang, chosen)}` : "";
   drawLicence(t, s, chosen, commercialOnly);
   const more = s.styles.filter((st) => !st.available);
   $("more-styles").hidden = !more.length;
