@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import json
+import logging
 import os
 import shutil
 import subprocess
@@ -37,6 +39,13 @@ if "PYTEST_XDIST_WORKER" in os.environ and hasattr(os, "sched_setaffinity"):
     _mine = _cpus[_index % len(_cpus) :: max(1, min(_workers, len(_cpus)))]
     os.sched_setaffinity(0, _mine)
 os.environ["ANIPAINT_HOME"] = str(_SESSION_HOME)
+# Every engine build and device model made in a test process, one JSON line each: the controller lists them at the
+# end of the run and fails it if one was made twice in the session store (each build at most once per run).
+if not os.environ.get("ANIPAINT_TEST_BUILD_LOG"):
+    _fd, _log = tempfile.mkstemp(prefix="anipaint-test-builds-", suffix=".jsonl")
+    os.close(_fd)
+    os.environ["ANIPAINT_TEST_BUILD_LOG"] = _log
+BUILD_LOG = Path(os.environ["ANIPAINT_TEST_BUILD_LOG"])
 os.environ["ANIPAINT_SOURCES"] = str(SOURCES)
 # Test servers convert the other styles in the background but build no engines (minutes of CPU each);
 # tests/test_first_run.py checks the full background preparation.
@@ -70,10 +79,60 @@ def pytest_make_collect_report(collector):  # noqa: ARG001 - pytest hook signatu
     _no_skips_in_ci((yield).get_result())
 
 
+class _BuildRecorder(logging.Handler):
+    """Appends anipaint.engine.builds' records of what was built, and how long it took, to :data:`BUILD_LOG`."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if hasattr(record, "build_path"):
+            line = json.dumps({"path": record.build_path, "seconds": round(record.build_seconds, 1)})
+            with BUILD_LOG.open("a") as f:  # one short append: whole lines from every worker
+                f.write(line + "\n")
+
+
+def pytest_configure(config):  # noqa: ARG001 - pytest hook signature
+    builds_log = logging.getLogger("anipaint.engine.builds")
+    builds_log.setLevel(logging.DEBUG)
+    builds_log.addHandler(_BuildRecorder())
+
+
+def _built_in_this_run() -> tuple[list[dict], list[str]]:
+    """What the run built (longest first), and the session store's builds made more than once."""
+    try:
+        rows = [json.loads(line) for line in BUILD_LOG.read_text().splitlines() if line.strip()]
+    except OSError:
+        rows = []
+    made = [r["path"] for r in rows if Path(r["path"]).is_relative_to(_SESSION_HOME)]
+    return sorted(rows, key=lambda r: -r["seconds"]), sorted({p for p in made if made.count(p) > 1})
+
+
 def pytest_sessionfinish(session, exitstatus):  # noqa: ARG001 - pytest hook signature
     if hasattr(session.config, "workerinput"):  # an xdist worker: the controller removes the home
         return
+    session.config.stash[_BUILT], twice = _built_in_this_run()
+    if twice:
+        session.config.stash[_TWICE] = twice
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    BUILD_LOG.unlink(missing_ok=True)
     shutil.rmtree(_SESSION_HOME, ignore_errors=True)
+
+
+_BUILT = pytest.StashKey[list]()
+_TWICE = pytest.StashKey[list]()
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):  # noqa: ARG001 - pytest hook signature
+    """The run's engine builds with their times, so CI's log shows a build that got slower or came back."""
+    rows = config.stash.get(_BUILT, [])
+    if not rows:
+        return
+    total = sum(r["seconds"] for r in rows)
+    terminalreporter.section(f"engine builds in this run: {len(rows)}, {total:.0f} s")
+    for r in rows:
+        path = Path(r["path"])
+        where = "" if path.is_relative_to(_SESSION_HOME) else "  (a test's own store)"
+        terminalreporter.write_line(f"{r['seconds']:7.1f}s  {path.parent.parent.name}/{path.name}{where}")
+    for path in config.stash.get(_TWICE, []):
+        terminalreporter.write_line(f"built more than once in the session store: {path}", red=True)
 
 
 @pytest.fixture(scope="session")

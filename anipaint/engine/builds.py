@@ -8,9 +8,11 @@ weights rebuild instead of loading something stale. Which backend uses which rec
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import tempfile
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -31,6 +33,7 @@ ENGINE_VERSION = 7  # bump when a build recipe below changes
 MAX_SIDE = 4 * 2048  # export bound on H and W; larger pictures are tiled anyway
 BUILDS: Counter[str] = Counter()  # artefacts built in this process, by backend name (tests read it)
 _build_lock = threading.Lock()
+log = logging.getLogger("anipaint.engine.builds")
 
 
 def _file_digest(path: Path) -> str:
@@ -154,11 +157,14 @@ def ensure_built(name: str, path: Path, recipe: Callable[[Path], None]) -> Path:
         fd, tmp_name = tempfile.mkstemp(prefix=f".{name}-", suffix=path.suffix, dir=path.parent)
         os.close(fd)
         tmp = Path(tmp_name)
+        started = time.monotonic()
         try:
             recipe(tmp)
             os.chmod(tmp, 0o644)  # mkstemp makes 0600; the store is shared like the weights next to it
             os.replace(tmp, path)
             BUILDS[name] += 1
+            seconds = time.monotonic() - started
+            log.debug("built %s in %.1f s", path, seconds, extra={"build_path": str(path), "build_seconds": seconds})
         finally:
             tmp.unlink(missing_ok=True)
     return path
