@@ -167,3 +167,29 @@ def test_an_upsampling_whose_midpoints_are_used_elsewhere_keeps_that_axis() -> N
     got = _run(model, feed)
     for a, b in zip(got, want, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
+
+
+def test_asked_for_by_two_at_once_the_device_model_is_made_once(device_model, tmp_path, caplog) -> None:
+    """``models prepare`` and a server's background preparation (or two of a server's requests) may ask for a
+    style's device model at the same time: one makes it, the other waits and reads it."""
+    import logging
+    import shutil
+    from concurrent.futures import ThreadPoolExecutor
+
+    from anipaint import store
+    from anipaint.engine import device_models
+    from anipaint.registry import get_style
+    from anipaint.settings import Settings, reload_settings
+    from conftest import SOURCES, seed_builds
+
+    style = get_style("v3-cute")
+    device_model("v3-cute")  # its builds, made once per run, are copied into a store of this test's own
+    settings = Settings(home=tmp_path / "home", sources=SOURCES)
+    artefact = store.artefact_path(style, settings)
+    artefact.parent.mkdir(parents=True)
+    shutil.copy2(store.artefact_path(style, reload_settings()), artefact)
+    seed_builds("v3-cute", settings.home)
+    with caplog.at_level(logging.DEBUG, logger="anipaint.engine.builds"), ThreadPoolExecutor(2) as pool:
+        first, second = pool.map(lambda _: device_models.ensure(style, settings), range(2))
+    made = [r.build_path for r in caplog.records if hasattr(r, "build_path")]
+    assert first == second and made == [str(device_models.path_of(first, style, settings))], made

@@ -24,10 +24,12 @@ import hashlib
 import json
 import os
 import tempfile
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
+from filelock import FileLock
 
 from anipaint import store
 from anipaint.engine import backends, builds
@@ -96,14 +98,22 @@ def ensure(style: Style, settings: Settings) -> DeviceModel:
     found = read(style, settings)
     if found is not None:
         return found
-    from anipaint.engine import load_network
-
     artefact = store.artefact_path(style, settings)
     key = builds.cached_engine_key(artefact)
+    lock = _record_path(style, settings, key).with_suffix(".lock")
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(lock)):  # another process (models prepare, the server's preparation) may be making it
+        return read(style, settings) or _make(style, settings, artefact, key)
+
+
+def _make(style: Style, settings: Settings, artefact: Path, key: str) -> DeviceModel:
+    from anipaint.engine import load_network
+
     network = load_network(style, artefact)
     kind = backends.BACKENDS[backends.PORTABLE]
     fp32 = builds.ensure_built(kind.name, backends.build_path(kind.name, style, settings, key),
                                kind.recipe(style, artefact, settings, network))
+    started = time.monotonic()  # the device model's own making, after the build it starts from
     from_weights = get_architecture(style.architecture).builds_from == "weights"
     multiple = SIZE_MULTIPLE if from_weights else int(network.size_multiple)
     min_cells = 1 if from_weights else MIN_CELLS
@@ -131,6 +141,8 @@ def ensure(style: Style, settings: Settings) -> DeviceModel:
         rewritten=rewritten, multiple=multiple, min_cells=min_cells, min_side=MIN_SIZE,
     )
     _write(_record_path(style, settings, key), json.dumps(asdict(model), indent=1).encode())
+    seconds = time.monotonic() - started
+    builds.log.debug("built %s in %.1f s", out, seconds, extra={"build_path": str(out), "build_seconds": seconds})
     return model
 
 
