@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
 import shutil
 import subprocess
@@ -50,6 +51,27 @@ def test_artefacts_converted_by_other_code_are_rebuilt(tmp_path, sources, monkey
     assert store.artefact_path(style, s).stat().st_mtime_ns != mtime
     assert store.is_prepared(style, s)
     assert (engine_dir / "kept.pt2").is_file()
+
+
+# One style per importer: TFLite graph, TF GraphDef (.pb), ONNX, White-box's TFLite, SavedModel, tfjs v1, v2's TFLite.
+ONE_PER_IMPORTER = ("v3-hayao", "v3-shinkai", "v3-cute", "whitebox", "cartoongan-shinkai", "v1-hayao", "v2-hayao")
+
+
+def test_every_importer_converts_to_the_same_bytes_in_any_process(tmp_path, sources):
+    """Engine builds are keyed by the converted file's checksum, so a conversion made anew (new importer code, a
+    second store) must give the same bytes, or every build of the style is made again. Python hashes strings
+    differently in every process; two processes with two hash seeds must agree."""
+    digests = []
+    for seed in ("1", "2"):
+        home = tmp_path / f"home-{seed}"
+        proc = subprocess.run([sys.executable, "-m", "anipaint.cli", "models", "prepare", *ONE_PER_IMPORTER,
+                               "--no-engine"], capture_output=True, text=True, timeout=600,
+                              env={**os.environ, "ANIPAINT_HOME": str(home), "PYTHONHASHSEED": seed})
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        settings = _settings(home)
+        digests.append({i: hashlib.sha256(store.artefact_path(get_style(i), settings).read_bytes()).hexdigest()
+                        for i in ONE_PER_IMPORTER})
+    assert {i for i in ONE_PER_IMPORTER if digests[0][i] != digests[1][i]} == set()
 
 
 def test_prepare_concurrently_from_two_processes(tmp_path, sources):

@@ -274,7 +274,7 @@ def translate(gdef: graph_pb2.GraphDef, consts: dict[str, np.ndarray], outputs: 
                 raise ValueError(f"no value for constant {name}")
             used_consts[name] = consts[name]
             continue
-        attrs = {k: attr_to_python(v) for k, v in n.attr.items() if k not in _DROPPED_ATTRS}
+        attrs = {k: attr_to_python(v) for k, v in sorted(n.attr.items()) if k not in _DROPPED_ATTRS}
         nodes.append(Node(name, n.op, data_inputs[name], {k: v for k, v in attrs.items() if v is not None}))
     inputs = [p for p in placeholders if p in state]
     meta = dict(meta)
