@@ -30,8 +30,8 @@ class Format(NamedTuple):
 
 
 # The formats we read, an allowlist written once: the 415 reason, the API's field description, the page's file
-# input and hint, the CLI's folder scan and the README follow from it (tests/test_phone_formats.py holds the static
-# files to it). Phone JPEGs that Pillow calls MPO come through its JPEG opener; AVIF is Pillow's own, HEIC/HEIF
+# input and hint, the CLI's folder scan and the README follow from it (tests/pipeline/test_phone_formats.py holds the
+# static files to it). Phone JPEGs that Pillow calls MPO come through its JPEG opener; AVIF is Pillow's own, HEIC/HEIF
 # pillow-heif's, and AVIF is tried first because some AVIF files carry HEIF's generic brand. Never EPS/PS/PDF or
 # anything else that would hand an upload to an external interpreter.
 READABLE = (

@@ -15,14 +15,16 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from anipaint import availability, helper_models, imaging, postprocess, preprocess, segmentation, store
+from anipaint import imaging, postprocess, preprocess
 from anipaint.engine import Engine
 from anipaint.errors import ModelStoreError, OptionError
 from anipaint.faces import blend as face_pass
 from anipaint.faces import detect as face_detect
 from anipaint.faces import portrait as portrait_mode
+from anipaint.faces import segmentation
+from anipaint.models import availability, helpers, store
+from anipaint.models.registry import Style
 from anipaint.options import PaintOptions
-from anipaint.registry import Style
 from anipaint.settings import Settings, get_settings
 
 Progress = Callable[[str, float], None]
@@ -150,7 +152,7 @@ class Painter:
         self, work: preprocess.WorkImage, painted: np.ndarray, face_style: str | None, portrait: bool
     ) -> tuple[np.ndarray, int | None]:
         """The face pass or portrait mode over ``painted``, and how many faces were found (None: no detector)."""
-        model = helper_models.prepare_face_detector(self.settings)
+        model = helpers.prepare_face_detector(self.settings)
         if model is None:  # no detector model available: paint without the face pass
             if portrait:
                 raise ModelStoreError("portrait mode needs the face detector (face/face_detection_yunet_*.onnx)")

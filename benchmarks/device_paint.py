@@ -31,10 +31,11 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from anipaint import preprocess, store
-from anipaint.engine import device_models
+from anipaint import preprocess
+from anipaint.engine.onnx import device_models
 from anipaint.imaging import load_image
-from anipaint.registry import get_style
+from anipaint.models import store
+from anipaint.models.registry import get_style
 from anipaint.service.routes.device import RUNTIME
 from anipaint.settings import get_settings
 

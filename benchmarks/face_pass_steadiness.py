@@ -5,7 +5,7 @@ landmarks, steadying on and off, against faces off.
 The clip is the group photo panned and zoomed by a known motion (no clip in ../shared/samples shows faces), so
 each painted frame can be warped back onto the first exactly; the figure is the mean absolute change between
 consecutive warped-back frames inside the faces (0-255 levels). Frames are painted and steadied as
-``anipaint.frames`` does for a video, without the encoder.
+``anipaint.media.frames`` does for a video, without the encoder.
 
     .venv/bin/python benchmarks/face_pass_steadiness.py [--style v3-hayao] [--frames 24] [--side 512]
 """
@@ -18,11 +18,12 @@ import cv2
 import numpy as np
 from PIL import Image
 
-from anipaint import helper_models, postprocess, preprocess
+from anipaint import postprocess, preprocess
 from anipaint.faces import blend, face_mask, get_face_detector
+from anipaint.media.temporal import MotionEstimator, Steadier
+from anipaint.models import helpers
 from anipaint.painter import get_painter
 from anipaint.settings import get_settings
-from anipaint.temporal import MotionEstimator, Steadier
 
 FRAME_SIDE = 860  # frames cut from the 900 px photo, so the pan never shows an edge
 
@@ -53,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     settings = get_settings()
     photo = np.asarray(Image.open(settings.samples_dir / "group_pakutaso.jpg").convert("RGB"))
     painter = get_painter(args.style, settings).warm()
-    detector = get_face_detector(settings, helper_models.prepare_face_detector(settings))
+    detector = get_face_detector(settings, helpers.prepare_face_detector(settings))
     detect = {
         "faces off": None,
         "one run (as painted)": lambda work: blend.faces_as_painted(detector, work.source.shape, work.rgb),

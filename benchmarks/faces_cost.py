@@ -2,7 +2,7 @@
 
 ``python benchmarks/faces_cost.py [--style v3-hayao] [--side 512] [--rounds 5] [--modes faces,portrait]``
 
-How it measures: :mod:`anipaint.bench.faces_table` (``anipaint bench --only styles`` has the same rows for the
+How it measures: :mod:`anipaint.cli.bench.faces_table` (``anipaint bench --only styles`` has the same rows for the
 default style).
 """
 
@@ -13,7 +13,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from anipaint.bench.faces_table import MODES, measure, ratios
+from anipaint.cli.bench.faces_table import MODES, measure, ratios
 from anipaint.settings import get_settings
 
 

@@ -6,7 +6,7 @@ The generators normalise every layer over the whole picture. In independent tile
 statistics, so tiled and untiled differ by tone (v2: 23-30 dB, v1: 20-22 dB, v3-cute: 39-42 dB at 640 px in
 256 px tiles). ``--oracle`` repaints v2 in tiles with the *untiled* picture's per-layer statistics forced into
 every tile: that reaches ~60 dB, so the tiles' context is sufficient and the statistics are the whole difference.
-Hence the "exact" mode (:mod:`anipaint.engine.streaming`, the default): layer by layer
+Hence the "exact" mode (:mod:`anipaint.engine.strips`, the default): layer by layer
 over the whole picture in row strips, printed here as ``exact``; it differs from the untiled pass only by
 bfloat16/float16 rounding. ``anipaint bench --only full`` times it against one whole pass and at 4096².
 """
@@ -21,14 +21,14 @@ import numpy as np
 import torch
 from PIL import Image
 
-import anipaint.engine.graphs as graphs
-from anipaint import store
+import anipaint.engine.compile.v2_graph as graphs
 from anipaint.engine import Engine, tiling
-from anipaint.engine.graphs import V2Graph
-from anipaint.engine.int8 import photos
+from anipaint.engine.compile.int8 import photos
+from anipaint.engine.compile.v2_graph import V2Graph
 from anipaint.engine.tensors import from_tensor, from_tensor_float, to_tensor
+from anipaint.models import store
+from anipaint.models.registry import get_style
 from anipaint.quality import psnr
-from anipaint.registry import get_style
 from anipaint.settings import get_settings
 
 _ORIGINAL_NORM_ACT = graphs._norm_act

@@ -19,12 +19,12 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageSequence
 
-from anipaint import temporal
-from anipaint.animation import paint_animation
+from anipaint.media import temporal
+from anipaint.media.animation import paint_animation
+from anipaint.media.video import paint_video
 from anipaint.options import PaintOptions
 from anipaint.painter import get_painter
 from anipaint.settings import get_settings
-from anipaint.video import paint_video
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -20,8 +20,9 @@ from PIL import Image, ImageDraw
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from anipaint import get_painter, helper_models  # noqa: E402
+from anipaint import get_painter  # noqa: E402
 from anipaint.faces import blend, get_face_detector  # noqa: E402
+from anipaint.models import helpers  # noqa: E402
 from anipaint.settings import get_settings  # noqa: E402
 
 FACTORS = (1.0, 1.25, 1.5, float("inf"))
@@ -37,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     photo = Image.open(settings.samples_dir / "group_pakutaso.jpg").convert("RGB")
     source = np.asarray(photo)
     painter = get_painter(args.style).warm()
-    faces = get_face_detector(settings, helper_models.prepare_face_detector(settings)).detect(source)
+    faces = get_face_detector(settings, helpers.prepare_face_detector(settings)).detect(source)
     rows = [("faces off", np.asarray(painter.paint(photo, max_side=512, faces=False)))]
     default = blend.OVERSAMPLE
     try:

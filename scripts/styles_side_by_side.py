@@ -14,7 +14,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageDraw
 
-from anipaint import availability, get_painter
+from anipaint import get_painter
+from anipaint.models import availability
 from anipaint.settings import get_settings
 
 

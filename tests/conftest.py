@@ -21,10 +21,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from anipaint.settings import settings_from_env
-
-REPO = Path(__file__).resolve().parent.parent
-SOURCES = Path(os.environ.get("ANIPAINT_SOURCES") or REPO.parent / "shared" / "models").resolve()
+from support.paths import GROUP_PHOTO, REPO, SOURCES
 
 # Under pytest-xdist every worker shares the controller's home (the store's file locks keep each conversion and
 # engine build to one per run); the controller, which made it, removes it at the end.
@@ -48,11 +45,9 @@ if not os.environ.get("ANIPAINT_TEST_BUILD_LOG"):
 BUILD_LOG = Path(os.environ["ANIPAINT_TEST_BUILD_LOG"])
 os.environ["ANIPAINT_SOURCES"] = str(SOURCES)
 # Test servers convert the other styles in the background but build no engines (minutes of CPU each);
-# tests/test_first_run.py checks the full background preparation.
+# tests/cli/test_first_run.py checks the full background preparation.
 os.environ.setdefault("ANIPAINT_BACKGROUND", "convert")
 
-SAMPLES = settings_from_env().samples_dir
-GROUP_PHOTO = SAMPLES / "group_pakutaso.jpg"
 
 
 # CI has every model file under ../shared/models but the PyTorch port's four .pt files, every test-only runtime,
@@ -150,7 +145,7 @@ def session_home() -> Path:
 @pytest.fixture(scope="session")
 def prepared_store(sources: Path) -> Path:
     """The session store with every available style converted once."""
-    from anipaint import store
+    from anipaint.models import store
     from anipaint.settings import reload_settings
 
     settings = reload_settings()
@@ -165,9 +160,9 @@ def engine_builds(prepared_store: Path):
     """``build(style_id)``: the style's fast engines built and measured by ``auto`` in the session store, once per
     run whoever asks first; returns auto's record. Tests that start from an empty store copy these builds in
     (:func:`seed_builds`), so that they check measuring and the switch onto a built engine, not the compile."""
-    from anipaint import store
     from anipaint.engine import prepare
-    from anipaint.registry import get_style
+    from anipaint.models import store
+    from anipaint.models.registry import get_style
     from anipaint.settings import reload_settings
 
     records: dict[str, dict] = {}
@@ -187,8 +182,8 @@ def device_model(engine_builds):
     """``make(style_id)``: the style's device model (the ONNX file the page paints with in the browser) in the
     session store, made once per run from the style's ``onnxruntime`` build, which :func:`engine_builds` makes
     for everyone (so a test that paints on the device is marked ``builds``, as making one exports and checks)."""
-    from anipaint.engine import device_models
-    from anipaint.registry import get_style
+    from anipaint.engine.onnx import device_models
+    from anipaint.models.registry import get_style
     from anipaint.settings import reload_settings
 
     made: dict[str, object] = {}
@@ -213,8 +208,9 @@ def tensorflow() -> str:
 
 @pytest.fixture(scope="session")
 def original_outputs(tensorflow: str, tmp_path_factory: pytest.TempPathFactory):
-    """``run(kind, model, arrays)``: an original model file's outputs from its own runtime (tests/tf_reference.py:
-    TensorFlow, or LiteRT for ``tflite``), computed once per run for the same file and inputs."""
+    """``run(kind, model, arrays)``: an original model file's outputs from its own runtime
+    (tests/support/tf_reference.py: TensorFlow, or LiteRT for ``tflite``), computed once per run for the same file and
+    inputs."""
     folder = tmp_path_factory.mktemp("originals")
     outputs: dict[str, dict[str, np.ndarray]] = {}
 
@@ -226,7 +222,8 @@ def original_outputs(tensorflow: str, tmp_path_factory: pytest.TempPathFactory):
         if name not in outputs:
             src, dst = folder / f"{name}-in.npz", folder / f"{name}-out.npz"
             np.savez(src, **arrays)
-            proc = subprocess.run([tensorflow, str(REPO / "tests" / "tf_reference.py"), kind, str(model), str(src),
+            reference = REPO / "tests" / "support" / "tf_reference.py"
+            proc = subprocess.run([tensorflow, str(reference), kind, str(model), str(src),
                                    str(dst)], capture_output=True, text=True, timeout=600)
             assert proc.returncode == 0, proc.stderr[-3000:]
             outputs[name] = dict(np.load(dst))
@@ -270,24 +267,6 @@ def pytest_collection_modifyitems(config, items):  # noqa: ARG001 - pytest hook 
                 item.add_marker(marker)
 
 
-def seed_builds(style_id: str, home: Path) -> list[Path]:
-    """Copy the session store's builds of a style (made by :func:`engine_builds`), not auto's record, into the
-    store at ``home``; returns the copies. Builds are keyed by the converted weights, which convert byte for
-    byte the same in any store, so the empty store's preparation finds them and only measures."""
-    from anipaint.engine import builds
-    from anipaint.registry import get_style
-    from anipaint.settings import Settings, reload_settings
-
-    style = get_style(style_id)
-    # the engines, not the browser's model file (device-*.onnx), which the server makes from them
-    built = sorted(p for p in builds.cache_dir(style, reload_settings()).iterdir()
-                   if p.suffix in (".pt2", ".onnx") and not p.name.startswith("device-"))
-    assert built, f"{style_id} has no builds in the session store: ask engine_builds({style_id!r}) first"
-    target = builds.cache_dir(style, Settings(home=home, sources=SOURCES))
-    target.mkdir(parents=True, exist_ok=True)
-    for path in built:
-        shutil.copy2(path, target / path.name)
-    return [target / p.name for p in built]
 
 
 @pytest.fixture(scope="session")

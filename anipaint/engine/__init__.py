@@ -4,7 +4,7 @@
 per style plus its fastest backend (:mod:`anipaint.engine.backends`: eager torch, AOT-compiled bf16, int8,
 ONNX Runtime; ``auto`` picks per machine) and turns RGB uint8 arrays into painted RGB uint8 arrays. Large
 pictures run in bounded memory: exactly, layer by layer, for AnimeGAN v1/v2 and the imported v3 graphs
-(:mod:`anipaint.engine.streaming`), in blended tiles otherwise (:mod:`anipaint.engine.tiling`). :func:`prepare`
+(:mod:`anipaint.engine.strips`), in blended tiles otherwise (:mod:`anipaint.engine.tiling`). :func:`prepare`
 builds and measures the backends ahead of time (``anipaint models prepare``), so a server starts painting from
 cached artefacts within a second or two.
 """
@@ -19,12 +19,13 @@ from typing import Protocol
 import numpy as np
 import torch
 
-from anipaint.engine import backends, quiet, threads, tiling
+from anipaint.engine import backends, tiling
 from anipaint.engine.runners import StripsBackend
+from anipaint.engine.runtime import progress, threads
 from anipaint.engine.tensors import batch_from_tensor, batch_to_tensor, from_tensor, from_tensor_float, to_tensor
+from anipaint.models.registry import Style
 from anipaint.networks.animeganv2 import MIN_SIZE as MIN_SIDE  # the largest minimum of any network
 from anipaint.networks.architectures import get_architecture
-from anipaint.registry import Style
 from anipaint.settings import Settings
 
 
@@ -64,7 +65,7 @@ class Engine:
         return get_architecture(self.style.architecture).streams and self._streamed_network() is not None
 
     def _streamed_network(self):
-        from anipaint.engine.streaming import for_network
+        from anipaint.engine.strips import for_network
 
         if self._streamed is None:
             if isinstance(self.backend, StripsBackend):  # already loaded: share its weights
@@ -120,19 +121,20 @@ def prepare(style: Style, artefact: Path, settings: Settings, backend: str | Non
 
     Returns the auto choice record (``{"choice": ..., "results": {...}}``) or, for a named backend, ``{"choice":
     name, "build_seconds": s}``. The libraries' warnings and prints on the way are held back
-    (:func:`anipaint.engine.quiet.quiet`); its steps are reported (:func:`anipaint.engine.quiet.step`).
+    (:func:`anipaint.engine.runtime.progress.quiet`); its steps are reported
+    (:func:`anipaint.engine.runtime.progress.step`).
     """
     threads.configure(settings.jobs, settings.threads)
     name = backends.wanted(settings, backend)
     if len(backends.applicable(style)) == 1:
         return {"choice": backends.PLAIN}
-    with quiet.quiet():
+    with progress.quiet():
         network = load_network(style, Path(artefact))
         if name == backends.AUTO:
             from anipaint.engine.select import choose
 
             return choose(style, Path(artefact), settings, network)
-        quiet.step(style.id, f"building {name}")
+        progress.step(style.id, f"building {name}")
         started = time.perf_counter()
         backends.open_named(name, style, Path(artefact), settings, network)
     return {"choice": name, "build_seconds": round(time.perf_counter() - started, 1)}

@@ -7,19 +7,19 @@ Every backend is a callable ``NCHW float32 in [-1, 1] → same shape`` (:mod:`.r
 =============  ==========================================================================================
 ``torch``      the style's plain network in eager PyTorch, float32 (every architecture; for ``onnx`` styles
                the network *is* an ONNX Runtime session)
-``compiled``   AnimeGANv2 as :class:`~anipaint.engine.graphs.V2Graph` in bfloat16, channels-last, exported
+``compiled``   AnimeGANv2 as :class:`~anipaint.engine.compile.v2_graph.V2Graph` in bfloat16, channels-last, exported
                with dynamic H/W and compiled ahead of time by AOTInductor into a ``.pt2`` package (loads in
                milliseconds; the build takes ~30-80 s once). Imported graphs (the v3 styles) and AnimeGAN v1
-               the same way through :mod:`anipaint.engine.graph_compile`, channels-last, their convolutions in
+               the same way through :mod:`anipaint.engine.compile.graph_program`, channels-last, their convolutions in
                bfloat16 where the CPU has native bf16 (AVX512_BF16 / AMX) and float32 elsewhere. A graph
                that computes a size in floating point (the JP face model) is exported at 512 x 512, the size
                its crops are painted at, and runs any other size on its eager network
 ``int8``       ``compiled`` with the five heavy convolutions in static int8 (oneDNN VNNI kernels); needs photos
-               to calibrate (:func:`anipaint.engine.int8.photos`)
+               to calibrate (:func:`anipaint.engine.compile.int8.photos`)
 ``onnxruntime`` AnimeGANv2 exported to ONNX (float32) and run by ONNX Runtime with all graph optimisations;
                imported graphs exported through ``torch.export`` (symbolic H/W, as ``compiled``)
 ``strips``     AnimeGAN v1/v2 layer by layer in row strips, channels-last, bf16 convolutions where the CPU has
-               them (:mod:`anipaint.engine.streaming`, the same code that paints large pictures exactly);
+               them (:mod:`anipaint.engine.strips`, the same code that paints large pictures exactly);
                nothing to build. Much faster than the eager module for v1 and for the port's v2 files
 =============  ==========================================================================================
 
@@ -39,8 +39,8 @@ from typing import Any
 
 from anipaint.engine import builds
 from anipaint.engine.runners import Backend, CompiledBackend, OrtBackend, StripsBackend, TorchBackend
+from anipaint.models.registry import Style
 from anipaint.networks.architectures import get_architecture
-from anipaint.registry import Style
 from anipaint.settings import Settings
 
 log = logging.getLogger("anipaint.engine")

@@ -21,12 +21,12 @@ import torch
 from filelock import FileLock
 from torch import Tensor
 
-from anipaint import store
-from anipaint.engine.cpu import cpu_flags
-from anipaint.engine.inductor_compile import compile_package
-from anipaint.engine.quiet import quiet
+from anipaint.engine.compile.inductor import compile_package
+from anipaint.engine.runtime.cpu import cpu_flags
+from anipaint.engine.runtime.progress import quiet
+from anipaint.models import store
+from anipaint.models.registry import Style
 from anipaint.networks.animeganv2 import MIN_SIZE, SIZE_MULTIPLE
-from anipaint.registry import Style
 from anipaint.settings import Settings
 
 ENGINE_VERSION = 7  # bump when a build recipe below changes
@@ -94,16 +94,16 @@ def _export_v2(graph: torch.nn.Module) -> torch.export.ExportedProgram:
 def v2_package(artefact: Path, out: Path, settings: Settings, int8: bool) -> None:
     """AnimeGANv2 rebuilt from its weights as the bf16 export graph (int8: its heavy convolutions quantised), compiled
     by AOTInductor."""
-    from anipaint.engine.graphs import V2Graph
+    from anipaint.engine.compile.v2_graph import V2Graph
 
     sd = _state_dict(artefact)
     quant = None
     if int8:
-        from anipaint.engine.int8 import calibrate, photos
+        from anipaint.engine.compile.int8 import calibrate, photos
 
         pictures = photos(settings, "calibrate")
         if not pictures:
-            raise RuntimeError("no photos to calibrate int8 with (see anipaint.engine.int8.photos)")
+            raise RuntimeError("no photos to calibrate int8 with (see anipaint.engine.compile.int8.photos)")
         quant = calibrate(sd, pictures)
     graph = V2Graph(sd, torch.bfloat16, quant).eval()
     ep = _export_v2(graph)
@@ -115,7 +115,7 @@ def v2_package(artefact: Path, out: Path, settings: Settings, int8: bool) -> Non
 @quiet()
 def v2_onnx(artefact: Path, out: Path) -> None:
     """AnimeGANv2 rebuilt from its weights in float32, exported to ONNX with dynamic H and W."""
-    from anipaint.engine.graphs import V2Graph
+    from anipaint.engine.compile.v2_graph import V2Graph
 
     graph = V2Graph(_state_dict(artefact), torch.float32).eval()
     example = torch.zeros(1, 3, 64, 64)
@@ -129,21 +129,21 @@ def v2_onnx(artefact: Path, out: Path) -> None:
 @quiet()
 def network_package(network, out: Path, settings: Settings) -> None:
     """An eager network (imported graph, v1) compiled by AOTInductor, its convolutions in bf16 where faithful."""
-    from anipaint.engine import graph_compile
-    from anipaint.engine.int8 import packaged_photos, photos
-    from anipaint.engine.precision import fast_conv_dtype
+    from anipaint.engine.compile import graph_program
+    from anipaint.engine.compile.int8 import packaged_photos, photos
+    from anipaint.engine.compile.precision import fast_conv_dtype
 
     pictures = photos(settings, "check", side=256) + packaged_photos(256)
-    dtype = graph_compile.faithful_conv_dtype(network, pictures, fast_conv_dtype())
-    graph_compile.build_package(network, out, dtype)
+    dtype = graph_program.faithful_conv_dtype(network, pictures, fast_conv_dtype())
+    graph_program.build_package(network, out, dtype)
 
 
 @quiet()
 def network_onnx(network, out: Path) -> None:
     """An eager network exported to ONNX (float32) through torch.export."""
-    from anipaint.engine import graph_compile
+    from anipaint.engine.compile import graph_program
 
-    graph_compile.build_onnx(network, out)
+    graph_program.build_onnx(network, out)
 
 
 def ensure_built(name: str, path: Path, recipe: Callable[[Path], None]) -> Path:

@@ -9,8 +9,8 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from anipaint.engine import threads
-from anipaint.engine.graph_compile import MIN_MULTIPLES, fixed_size_of
+from anipaint.engine.compile.graph_program import MIN_MULTIPLES, fixed_size_of
+from anipaint.engine.runtime import threads
 from anipaint.engine.tensors import from_tensor, to_tensor
 from anipaint.networks.animeganv2 import MIN_SIZE, SIZE_MULTIPLE
 from anipaint.networks.padding import pad_to_multiple
@@ -113,12 +113,12 @@ def load_package(path: Path, jobs: int = 1) -> tuple[Callable[[Tensor], Tensor],
 
 
 class StripsBackend(Backend):
-    """A v1/v2 module run by :mod:`anipaint.engine.streaming` (uint8 in and out, like every painted picture)."""
+    """A v1/v2 module run by :mod:`anipaint.engine.strips` (uint8 in and out, like every painted picture)."""
 
     name = "strips"
 
     def __init__(self, network, architecture: str, folder: Path | None = None) -> None:
-        from anipaint.engine.streaming import for_network
+        from anipaint.engine.strips import for_network
 
         streamed = for_network(network, architecture, folder)
         if streamed is None:

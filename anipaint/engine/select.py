@@ -19,13 +19,14 @@ import numpy as np
 import torch
 from filelock import FileLock
 
-from anipaint.engine import backends, builds, quiet, timing
-from anipaint.engine.cpu import cpu_flags
+from anipaint.engine import backends, builds
 from anipaint.engine.runners import Backend, TorchBackend
+from anipaint.engine.runtime import progress, timing
+from anipaint.engine.runtime.cpu import cpu_flags
 from anipaint.engine.tensors import from_tensor
+from anipaint.models.registry import Style
 from anipaint.networks.architectures import get_architecture
 from anipaint.quality import FAITHFUL_FAR_SHARE, FAITHFUL_PSNR, faithful, far_share, psnr
-from anipaint.registry import Style
 from anipaint.settings import Settings
 
 NEAR_FASTEST = 1.10  # backends this close to the fastest faithful one count as fast as it
@@ -117,7 +118,7 @@ def check_pictures(settings: Settings, face_crops: bool = False) -> list[torch.T
 
     ``face_crops``: two square 512 px pictures instead, the only size a face style is painted at (portrait
     mode's aligned crops), which is also the one size some of their builds run at."""
-    from anipaint.engine.int8 import packaged_photos, photos
+    from anipaint.engine.compile.int8 import packaged_photos, photos
 
     if face_crops:
         return [_square(p, 512) for p in (photos(settings, "check", side=512) + packaged_photos(512))[:2]]
@@ -151,7 +152,7 @@ def measure_all(style: Style, artefact: Path, settings: Settings, network, key: 
         if name == backends.PLAIN:
             continue
         built = backends.BACKENDS[name].suffix is None or backends.build_path(name, style, settings, key).is_file()
-        quiet.step(style.id, f"{'opening' if built else 'building'} {name}")
+        progress.step(style.id, f"{'opening' if built else 'building'} {name}")
         try:
             opened[name] = backends.open_named(name, style, artefact, settings, network, key)
         except Exception as exc:  # noqa: BLE001 - a backend that can't build here is simply not chosen
@@ -159,7 +160,7 @@ def measure_all(style: Style, artefact: Path, settings: Settings, network, key: 
     build_seconds = time.perf_counter() - t0
 
     started = time.perf_counter()
-    quiet.step(style.id, "measuring")
+    progress.step(style.id, "measuring")
     pictures = check_pictures(settings, face_crops=style.paints_faces_only)
     reference = reference_for(style, artefact, network)
     wanted: list[np.ndarray] = []

@@ -11,7 +11,7 @@ Known limit: the generators normalise each layer over the whole (tile) picture, 
 own statistics, not the picture's. Context is not the issue (with the whole picture's statistics forced into
 every tile, tiled and untiled agree to ~60 dB), the statistics are: tiles differ from the untiled painting by
 20-34 dB PSNR (v1, v2, the v3 graphs) or ~40 dB (v3-cute), as smooth, feathered tone shifts rather than seams.
-Every network that can therefore paints large pictures layer by layer instead (:mod:`anipaint.engine.streaming`,
+Every network that can therefore paints large pictures layer by layer instead (:mod:`anipaint.engine.strips`,
 exact); ``large_mode="tiles"`` and a network with no strip version still come here.
 """
 

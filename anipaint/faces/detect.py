@@ -177,9 +177,9 @@ def get_face_detector(settings: Settings | None = None, model_path: Path | None 
 
         settings = get_settings()
     if model_path is None:
-        from anipaint import helper_models
+        from anipaint.models import helpers
 
-        model_path = helper_models.prepare_face_detector(settings)
+        model_path = helpers.prepare_face_detector(settings)
         if model_path is None:
             raise FileNotFoundError("No face detection model (YuNet) in the model store or the sources folder.")
     options = dict(

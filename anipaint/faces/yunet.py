@@ -5,7 +5,7 @@ against ~27 ms, a 256 px refinement crop ~2 ms against ~3.4 ms), and detection i
 pass adds to a picture. What OpenCV does around the network is kept as it is (its ``FaceDetectorYN::detect``):
 the BGR picture padded with zeros at the bottom and right to a multiple of 32 and fed as 0..255 floats; per stride
 (8, 16, 32) a grid of priors, each giving a score ``sqrt(cls · obj)``, a box (centre offset in cells, log size)
-and five landmarks (offsets in cells); then non-maximum suppression on integer boxes. ``tests/test_faces.py``
+and five landmarks (offsets in cells); then non-maximum suppression on integer boxes. ``tests/faces/test_faces.py``
 holds the rows to OpenCV's own on real photos.
 """
 

@@ -22,10 +22,9 @@ from typing import Any
 import onnx
 from onnx import helper
 
+from anipaint.importers.onnx_ops import OPS
+from anipaint.importers.onnx_reader import OnnxImportError, Reader
 from anipaint.networks.ir import Graph, Node
-
-from .onnx_ops import OPS
-from .onnx_reader import OnnxImportError, Reader
 
 __all__ = ["OnnxImportError", "convert_graph", "read_onnx"]
 

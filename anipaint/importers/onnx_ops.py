@@ -15,7 +15,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from .onnx_reader import FLOATS, INT32_MAX, INTS, NCHW, OnnxImportError, Reader, inverse
+from anipaint.importers.onnx_reader import FLOATS, INT32_MAX, INTS, NCHW, OnnxImportError, Reader, inverse
 
 _CAST_TO = {**{t: "DT_FLOAT" for t in FLOATS}, **{t: "DT_INT64" for t in INTS}, onnx.TensorProto.BOOL: "DT_BOOL"}
 

@@ -32,9 +32,8 @@ from tensorboard.compat.proto import (
     types_pb2,
 )
 
+from anipaint.importers.graphdef import tensor_to_numpy, translate
 from anipaint.networks.ir import Graph
-
-from .graphdef import tensor_to_numpy, translate
 
 _FOOTER = 48
 _MAGIC = 0xDB4775248B80FB57

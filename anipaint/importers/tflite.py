@@ -22,11 +22,10 @@ from typing import Any
 
 from tflite.utils import BUILTIN_OPCODE2NAME
 
+from anipaint.importers import ir_passes
+from anipaint.importers.tflite_ops import OPS, OPTIONS
+from anipaint.importers.tflite_reader import Reader, TFLiteImportError
 from anipaint.networks.ir import Graph
-
-from . import ir_passes
-from .tflite_ops import OPS, OPTIONS
-from .tflite_reader import Reader, TFLiteImportError
 
 __all__ = ["TFLiteImportError", "convert_graph", "convert_whitebox", "read_tflite"]
 

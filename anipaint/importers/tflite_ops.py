@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import tflite
 
-from .tflite_reader import Reader, Step
+from anipaint.importers.tflite_reader import Reader, Step
 
 Handler = Callable[["Reader", list[int], list[int], Any], None]
 OPS: dict[str, Handler] = {}

@@ -14,9 +14,8 @@ from typing import Any
 import numpy as np
 import tflite
 
+from anipaint.importers.ir_passes import Editor
 from anipaint.networks.ir import Graph, Node
-
-from .ir_passes import Editor
 
 _NP_DTYPES = {
     tflite.TensorType.FLOAT32: np.float32,

@@ -154,7 +154,7 @@ class Generator(nn.Module):
 
 # ---- the layer plan: the generator above as a flat list of steps --------------------------------------------
 # One statement of the network (the module) drives every other way of running it: the benchmark reference below,
-# the compiled export graph (anipaint.engine.graphs) and the strip executor (anipaint.engine.streaming).
+# the compiled export graph (anipaint.engine.compile.v2_graph) and the strip executor (anipaint.engine.strips).
 
 UPSAMPLE = "up"  # a 2x bilinear resize between blocks
 ORDER = ("block_a", "block_b", "block_c", UPSAMPLE, "block_d", UPSAMPLE, "block_e")

@@ -1,12 +1,12 @@
 """The table of network architectures: one row per way a style's network is built and run.
 
-A style (:mod:`anipaint.registry`) names its architecture; everything that depends on it — which file the store
+A style (:mod:`anipaint.models.registry`) names its architecture; everything that depends on it — which file the store
 keeps, how the eager network is built from it, which engine backends apply, what a faster backend is checked
 against — is read from that architecture's row here, never decided by comparing names elsewhere. Adding an
 architecture is one new row and its network module.
 
 Backend names are the engine's (:mod:`anipaint.engine.backends`); ``strips`` also means the architecture paints
-full-resolution pictures exactly, layer by layer (:mod:`anipaint.engine.streaming`).
+full-resolution pictures exactly, layer by layer (:mod:`anipaint.engine.strips`).
 """
 
 from __future__ import annotations
@@ -30,11 +30,11 @@ class Architecture:
     reference: Callable[[Path, Network], Network] | None = None  # the yardstick; None: the eager network itself
     description: str = ""
     # Full-resolution pictures are painted exactly, layer by layer over row strips in scratch files
-    # (anipaint.engine.streaming), so they need scratch space. For imported graphs: those whose ops all stream;
+    # (anipaint.engine.strips), so they need scratch space. For imported graphs: those whose ops all stream;
     # the others paint in tiles, and the service's scratch check is then on the safe side.
     streams: bool = False
-    # How the fast builds are made: "network" exports the eager network (anipaint.engine.graph_compile);
-    # "weights" rebuilds AnimeGAN v2 from its state dict as the engine's own export graph (engine/graphs.py).
+    # How the fast builds are made: "network" exports the eager network (anipaint.engine.compile.graph_program);
+    # "weights" rebuilds AnimeGAN v2 from its state dict as the engine's own export graph (engine/compile/v2_graph.py).
     builds_from: str = "network"
 
 

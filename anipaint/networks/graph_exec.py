@@ -16,8 +16,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .graph_ops import mirror_pad, resize_bilinear, same_padding, strided_slice
-from .ir import Graph, Node
+from anipaint.networks.graph_ops import mirror_pad, resize_bilinear, same_padding, strided_slice
+from anipaint.networks.ir import Graph, Node
 
 _NHWC_TO_NCHW_AXIS = (0, 2, 3, 1)  # logical NHWC axis -> position in the NCHW tensor
 

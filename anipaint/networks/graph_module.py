@@ -26,11 +26,11 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from . import graph_exec
-from .graph_exec import Val
-from .graph_shapes import ShapeRebinder
-from .ir import Graph
-from .padding import alignment_padding, pad_to_multiple
+from anipaint.networks import graph_exec
+from anipaint.networks.graph_exec import Val
+from anipaint.networks.graph_shapes import ShapeRebinder
+from anipaint.networks.ir import Graph
+from anipaint.networks.padding import alignment_padding, pad_to_multiple
 
 CONV_OPS = {"Conv2D", "DepthwiseConv2dNative"}
 

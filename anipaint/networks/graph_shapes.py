@@ -20,7 +20,7 @@ from typing import Any
 
 from torch import Tensor
 
-from .ir import Graph
+from anipaint.networks.ir import Graph
 
 
 class ShapeRebinder:

@@ -1,6 +1,6 @@
 """The web service: the page at ``/`` and a small HTTP API over the painter, all through one bounded queue.
 
-:func:`create_app` wires the parts: the job queue (:mod:`.local_queue` or :mod:`.celery_queue`), the routers per
+:func:`create_app` wires the parts: the job queue (:mod:`.queue.local` or :mod:`.queue.celery`), the routers per
 area (:mod:`.routes`), the error answers (:mod:`.errors`) and the request guards (:mod:`.guards`: body limits,
 timeouts, security headers, API keys). :mod:`.server` runs it with uvicorn.
 """
@@ -19,9 +19,9 @@ from fastapi.staticfiles import StaticFiles
 from anipaint import __version__
 from anipaint.service import deps, errors
 from anipaint.service.guards import ApiKeys, SecurityHeaders, UploadGate, load_keys
-from anipaint.service.jobs import JobQueue, Runner
-from anipaint.service.local_queue import LocalJobQueue
 from anipaint.service.metrics import ServiceMetrics
+from anipaint.service.queue.jobs import JobQueue, Runner
+from anipaint.service.queue.local import LocalJobQueue
 from anipaint.service.readiness import Readiness
 from anipaint.service.routes import device, jobs, ops, page, paint, preview, styles
 from anipaint.service.thumbnails import Thumbnails
@@ -115,7 +115,7 @@ def _truthful_openapi(app: FastAPI, s: Settings) -> Callable[[], dict]:
 
 def _default_queue(s: Settings, metrics: ServiceMetrics, runner: Runner | None) -> JobQueue:
     if s.broker_url:
-        from anipaint.service.celery_queue import CeleryJobQueue
+        from anipaint.service.queue.celery import CeleryJobQueue
 
         return CeleryJobQueue(s)
     return LocalJobQueue(s, runner, observer=metrics)

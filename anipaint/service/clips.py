@@ -1,8 +1,8 @@
 """Video and animated-picture jobs: what the upload is, whether it is within this server's limits, and painting it.
 
 A clip is an MP4/MOV/WebM video or an animated GIF/WebP/APNG. It goes through ``/api/jobs`` only (a clip takes
-longer than ``/predict`` should wait), painted by the library's :func:`~anipaint.video.paint_video` or
-:func:`~anipaint.animation.paint_animation` with the same options as a picture, steady along the motion unless
+longer than ``/predict`` should wait), painted by the library's :func:`~anipaint.media.video.paint_video` or
+:func:`~anipaint.media.animation.paint_animation` with the same options as a picture, steady along the motion unless
 ``temporal`` is off. The result is an MP4 with the sound, or the animated picture in its own format.
 """
 
@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from anipaint import animation, imaging, video
+from anipaint import imaging
 from anipaint.errors import ImageTooLargeError
+from anipaint.media import animation, video
 from anipaint.options import PaintOptions
 from anipaint.service.uploads import megabytes
 from anipaint.settings import Settings
@@ -24,7 +25,7 @@ from anipaint.settings import Settings
 ClipKind = Literal["video", "animation"]
 FrameProgress = Callable[[int, int], None]
 
-# The videos the page offers to choose (its file input's accept list and its hint; tests/test_phone_formats.py
+# The videos the page offers to choose (its file input's accept list and its hint; tests/pipeline/test_phone_formats.py
 # holds index.html and i18n.js to these): the containers looks_like_video() recognises, as browsers name them.
 # Animated GIF, WebP and APNG are pictures to a browser, so imaging.ACCEPT already lets them in.
 VIDEO_FORMATS = (
@@ -78,13 +79,13 @@ def check_clip(data: bytes, s: Settings) -> None:
 
 def paint_clip(painter, data: bytes, options: PaintOptions, s: Settings, on_frame: FrameProgress) -> PaintedClip:
     """Paint a clip upload (admitted by :func:`check_clip`) in a temporary folder of the scratch space."""
-    from anipaint import scratch
+    from anipaint.engine.strips import scratch
 
     container = video.looks_like_video(data)
     folder = scratch.location(s)
     folder.mkdir(parents=True, exist_ok=True)
     # Named like the streaming code's files, so that a crash's leftovers are swept at the next start.
-    with tempfile.TemporaryDirectory(prefix=f"anipaint-stream-{os.getpid()}-clip-", dir=folder) as tmp:
+    with tempfile.TemporaryDirectory(prefix=f"anipaint-strips-{os.getpid()}-clip-", dir=folder) as tmp:
         src = Path(tmp) / f"input.{container or 'anim'}"
         src.write_bytes(data)
         if container:

@@ -13,17 +13,19 @@ from fastapi import Depends, File, Form, HTTPException, Request, UploadFile
 from pydantic import BeforeValidator, Field
 from pydantic_core import PydanticCustomError
 
-from anipaint import availability, imaging, scratch
+from anipaint import imaging
 from anipaint.engine import tiling
+from anipaint.engine.strips import scratch
 from anipaint.errors import ImageError, ImageTooLargeError, LicenceError, OptionError, StyleError
-from anipaint.frames import STILLS_ONLY
+from anipaint.media.frames import STILLS_ONLY
+from anipaint.models import availability
+from anipaint.models.registry import ALIASES, Style, all_styles
 from anipaint.networks.architectures import get_architecture
 from anipaint.options import FULL_RESOLUTION, MAX_SIDE_RANGE, Option, PaintOptions, options
 from anipaint.painter import check_background
-from anipaint.registry import ALIASES, Style, all_styles
 from anipaint.service import clips
-from anipaint.service.jobs import JobInfo, JobQueue, JobRequest, QueueFullError, UnknownJobError
 from anipaint.service.metrics import ServiceMetrics
+from anipaint.service.queue.jobs import JobInfo, JobQueue, JobRequest, QueueFullError, UnknownJobError
 from anipaint.service.uploads import read_upload, too_large_message
 from anipaint.settings import Settings
 
@@ -172,7 +174,7 @@ def resolve_style(name: str | None, s: Settings, *, background: bool = False) ->
 def style_choices(s: Settings) -> dict[str, list[str]]:
     """Each style field's names (ids and aliases) that this server paints now: exactly those resolve_style
     accepts, so the document's enums are what is answered with a picture. Licences (commercial-only mode) and
-    availability come from :mod:`anipaint.availability`; ``background`` leaves out the face styles."""
+    availability come from :mod:`anipaint.models.availability`; ``background`` leaves out the face styles."""
     return {
         option.name: [name for name in STYLE_NAMES if _paints(name, s, background=option.name == "background")]
         for option in options() if option.kind == "style"

@@ -11,7 +11,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from anipaint.options import MAX_SIDE_RANGE, options
-from anipaint.service.jobs import failure
+from anipaint.service.queue.jobs import failure
 
 log = logging.getLogger("anipaint.service")
 _STYLE_FIELDS = {option.name for option in options() if option.kind == "style"}

@@ -1,5 +1,5 @@
 """Start-up in the background: prepare the default style's model, load it, then hand the rest to a
-:class:`~anipaint.preparation.Preparer` (the other styles, the fast engines) so the page paints meanwhile.
+:class:`~anipaint.warmup.Preparer` (the other styles, the fast engines) so the page paints meanwhile.
 
 ``/healthz`` answers at once; ``/readyz`` turns 200 when the default painter is warm.
 """
@@ -9,7 +9,8 @@ from __future__ import annotations
 import logging
 import threading
 
-from anipaint import availability, helper_models, preparation, store
+from anipaint import warmup
+from anipaint.models import availability, helpers, store
 from anipaint.settings import Settings
 
 log = logging.getLogger("anipaint.service")
@@ -24,11 +25,11 @@ class Readiness:
         self.style_id: str | None = None
         self.error: str | None = None
         self._thread: threading.Thread | None = None
-        self.preparer = preparation.Preparer(settings)
+        self.preparer = warmup.Preparer(settings)
 
-    def states(self) -> list[preparation.StyleState]:
+    def states(self) -> list[warmup.StyleState]:
         """Each style: ready, converting, optimising or unavailable (and why)."""
-        return preparation.style_states(self.settings, self.preparer if self.warm else None)
+        return warmup.style_states(self.settings, self.preparer if self.warm else None)
 
     def stop(self) -> None:
         self.preparer.stop()
@@ -51,7 +52,7 @@ class Readiness:
             self.state = f"preparing the {style.id} model"
             store.prepare_style(style, s)
             if s.faces:
-                helper_models.prepare_face_detector(s)
+                helpers.prepare_face_detector(s)
             self.state = f"loading the {style.id} model"
             get_painter(style.id, s).warm()
             self.ready, self.state = True, "ready"

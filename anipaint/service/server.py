@@ -19,10 +19,10 @@ import uvicorn
 from fastapi import FastAPI
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from anipaint import scratch
+from anipaint.engine.strips import scratch
 from anipaint.service.app import create_app
-from anipaint.service.file_store import check_writable
-from anipaint.service.jobs import JobQueue
+from anipaint.service.queue.file_store import check_writable
+from anipaint.service.queue.jobs import JobQueue
 from anipaint.settings import Settings, get_settings
 
 log = logging.getLogger("anipaint.service")

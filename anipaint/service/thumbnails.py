@@ -20,7 +20,7 @@ import numpy as np
 from PIL import Image, ImageOps
 
 from anipaint import imaging
-from anipaint.registry import Style
+from anipaint.models.registry import Style
 from anipaint.settings import Settings
 
 log = logging.getLogger("anipaint.service")
@@ -85,9 +85,10 @@ class Thumbnails:
         sample = self.sample()
         if not style.paints_faces_only:
             return sample
-        from anipaint import faces, helper_models
+        from anipaint import faces
+        from anipaint.models import helpers
 
-        model = helper_models.prepare_face_detector(self.settings)
+        model = helpers.prepare_face_detector(self.settings)
         photo = np.asarray(self._photo if self._photo is not None else sample)
         found = faces.get_face_detector(self.settings, model).detect(photo) if model is not None else []
         if not found:
@@ -140,7 +141,7 @@ class Thumbnails:
 
     def _paint(self, style: Style) -> None:
         from anipaint.painter import Painter, get_painter
-        from anipaint.preparation import painting
+        from anipaint.warmup import painting
 
         shared = get_painter(style.id, self.settings)
         # A style nobody has used yet gets a throwaway painter, so thumbnails don't keep every model in memory.

@@ -3,7 +3,7 @@ content-addressed URLs (``/device/models/<sha256>.onnx``, cached for good) and t
 (``/sw.js``, at the root so that it may cache the page).
 
 The models are made by ``anipaint models prepare`` and the background preparation
-(:mod:`anipaint.engine.device_models`); until a style's is made the manifest says "not ready yet" rather than
+(:mod:`anipaint.engine.onnx.device_models`); until a style's is made the manifest says "not ready yet" rather than
 building one in the middle of a request.
 """
 
@@ -16,11 +16,11 @@ from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import FileResponse
 from pydantic import BaseModel, Field
 
-from anipaint import availability
-from anipaint.engine import device_models
+from anipaint.engine.onnx import device_models
+from anipaint.models import availability
 from anipaint.service.deps import SettingsDep
-from anipaint.service.models import responses
 from anipaint.service.routes.page import STATIC
+from anipaint.service.schemas import responses
 from anipaint.settings import Settings
 
 router = APIRouter(tags=["device"])

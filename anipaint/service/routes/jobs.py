@@ -11,8 +11,8 @@ from fastapi import APIRouter, HTTPException
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from anipaint.service.deps import NOT_FOUND, JobRequestDep, OwnerDep, QueueDep, lookup, submit
-from anipaint.service.jobs import JobNotDoneError, UnknownJobError
-from anipaint.service.models import DeletedOut, JobOut, responses, result_response
+from anipaint.service.queue.jobs import JobNotDoneError, UnknownJobError
+from anipaint.service.schemas import DeletedOut, JobOut, responses, result_response
 
 router = APIRouter(prefix="/api/jobs", tags=["jobs"])
 

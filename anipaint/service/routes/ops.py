@@ -9,7 +9,7 @@ from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import JSONResponse, Response
 
 from anipaint.service.deps import MetricsDep, QueueDep, SettingsDep
-from anipaint.service.models import HealthOut, ReadyOut, responses
+from anipaint.service.schemas import HealthOut, ReadyOut, responses
 
 router = APIRouter(tags=["service"])
 

@@ -10,9 +10,9 @@ from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import Response
 
 from anipaint.service.deps import OwnerDep, PaintRequestDep, QueueDep, SettingsDep, lookup, submit
-from anipaint.service.jobs import UnknownJobError
-from anipaint.service.local_queue import RESTARTING, cancel_quietly
-from anipaint.service.models import PredictOut, responses
+from anipaint.service.queue.jobs import UnknownJobError
+from anipaint.service.queue.local import RESTARTING, cancel_quietly
+from anipaint.service.schemas import PredictOut, responses
 
 router = APIRouter(tags=["paint"])
 KIND_STATUS = {"image": 415, "style": 400, "busy": 503, "disk": 507, "storage": 503}

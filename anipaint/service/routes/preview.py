@@ -14,7 +14,7 @@ from anipaint import imaging, postprocess, preprocess
 from anipaint.errors import ImageError, ImageTooLargeError
 from anipaint.options import parse_max_side
 from anipaint.service.deps import EMPTY_UPLOAD, ImagePart, MaxSide, SettingsDep
-from anipaint.service.models import png_response, responses
+from anipaint.service.schemas import png_response, responses
 from anipaint.service.uploads import read_upload
 
 router = APIRouter(tags=["paint"])

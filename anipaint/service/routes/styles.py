@@ -7,11 +7,12 @@ import asyncio
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import Response
 
-from anipaint import __version__, availability
+from anipaint import __version__
 from anipaint.errors import LicenceError, StyleError
-from anipaint.registry import get_style
+from anipaint.models import availability
+from anipaint.models.registry import get_style
 from anipaint.service.deps import SettingsDep
-from anipaint.service.models import ConfigOut, StyleOut, png_response, responses
+from anipaint.service.schemas import ConfigOut, StyleOut, png_response, responses
 from anipaint.settings import Settings
 
 router = APIRouter(tags=["styles"])

@@ -15,7 +15,7 @@ export const suffixOf = (mediaType) => SUFFIXES[mediaType] || "png";
 const ascii = (b, at, text) => [...text].every((c, i) => b[at + i] === c.charCodeAt(0));
 const u32 = (b, at) => ((b[at] << 24) | (b[at + 1] << 16) | (b[at + 2] << 8) | b[at + 3]) >>> 0;
 
-// As anipaint.video.looks_like_video: an ISO base media file (MP4, MOV) that is no HEIC/AVIF photo, or Matroska
+// As anipaint.media.video.looks_like_video: an ISO base media file (MP4, MOV) that is no HEIC/AVIF photo, or Matroska
 // (WebM). A file's type alone is not enough: a pasted or shared file may come without one.
 const BOXES = ["ftyp", "moov", "mdat", "wide", "free", "skip"];
 const PICTURE_BRANDS = ["mif1", "msf1", "heic", "heix", "heim", "heis", "hevc", "hevx", "avif", "avis"];

@@ -1,0 +1,1 @@
+"""The ``anipaint`` command, thin over the library: one module per verb group."""

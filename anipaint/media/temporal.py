@@ -1,0 +1,182 @@
+"""Steady video: each painted frame is blended with the previous painted frame, moved along the input's motion.
+
+Painting every frame on its own makes lines and flat colours jump from frame to frame where nothing moves, because
+the network answers small changes in the input (noise, compression, dithering) with large changes in the
+picture. Here the input's optical flow (OpenCV's DIS, on a copy of at most :data:`FLOW_SIDE` pixels) carries the
+previous *output* onto the current frame, and the two are mixed where that flow can be trusted:
+
+- the forward and backward flows agree (Sundaram et al.'s consistency check), so pixels that were hidden in the
+  previous frame (occlusions, things coming into view) are painted fresh;
+- the input itself, moved the same way, matches the current input, so anything the flow got wrong, lighting
+  changes included, is painted fresh too: that is what keeps moving things from leaving ghost trails;
+- at a scene cut (little of the frame is explained by the previous one) nothing is blended.
+
+The blend is recursive, so a still region settles on a steady picture over a few frames while every frame still
+follows its own painting by ``1 - ALPHA``. The flow is computed from the inputs only, so it can run ahead of the
+painting (see :mod:`anipaint.media.frames`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import cv2
+import numpy as np
+
+FLOW_SIDE = 256  # long side of the copy the flow is computed on; the flow is scaled back to the frame
+ALPHA = 0.9  # how much of the carried-over picture a fully trusted pixel keeps
+PHOTO_SIGMA = 40.0  # input mismatch (0–255, after a light blur) at which trust falls to 1/e
+CUT_SHARE = 0.3  # a frame with less than this share of trusted pixels starts a new scene
+_PREBLUR = 1.0  # sigma of the blur before flow and mismatch: noise and GIF dithering are not motion
+
+
+@dataclass(frozen=True)
+class Motion:
+    """How frame t follows frame t−1: where each pixel of t was in t−1, and how far to trust that."""
+
+    back_map: np.ndarray  # (H, W, 2) float32 source coordinates in frame t−1 for each pixel of frame t
+    trust: np.ndarray  # (H, W) float32 in [0, 1]
+    cut: bool  # a new scene starts at frame t
+
+    @property
+    def trusted_share(self) -> float:
+        return float(self.trust.mean())
+
+
+def _grid(h: int, w: int) -> np.ndarray:
+    gx, gy = np.meshgrid(np.arange(w, dtype=np.float32), np.arange(h, dtype=np.float32))
+    return np.dstack([gx, gy])
+
+
+def warp(image: np.ndarray, back_map: np.ndarray, interpolation: int = cv2.INTER_LINEAR) -> np.ndarray:
+    """``image`` (frame t−1) moved onto frame t through ``back_map``."""
+    return cv2.remap(image, back_map[..., 0], back_map[..., 1], interpolation, borderMode=cv2.BORDER_REPLICATE)
+
+
+def consistent(back: np.ndarray, forward: np.ndarray, pixel: float = 1.0) -> np.ndarray:
+    """Where the backward flow (t→t−1) and the forward flow (t−1→t) undo each other: a boolean (H, W) map.
+
+    A pixel fails when it is occluded in one of the frames or the flow there is wrong. ``pixel``: the size of a
+    frame's pixel in the flows' units (below 1 for flows on a smaller copy), for the check's fixed slack."""
+    h, w = back.shape[:2]
+    forward_there = warp(forward, _grid(h, w) + back)
+    loop = back + forward_there
+    size = _squared_length(back) + _squared_length(forward_there)
+    return _squared_length(loop) < 0.01 * size + 0.5 * pixel * pixel
+
+
+def _squared_length(flow: np.ndarray) -> np.ndarray:
+    # Spelled out: numpy's reductions over a last axis of 2 or 3 are several times slower than these.
+    return flow[..., 0] * flow[..., 0] + flow[..., 1] * flow[..., 1]
+
+
+def _largest_channel(image: np.ndarray) -> np.ndarray:
+    return np.maximum(np.maximum(image[..., 0], image[..., 1]), image[..., 2])
+
+
+class MotionEstimator:
+    """Motion between consecutive input frames (RGB uint8, all the same size). Not thread-safe: one per clip."""
+
+    def __init__(self, flow_side: int = FLOW_SIDE) -> None:
+        self._flow = cv2.DISOpticalFlow_create(cv2.DISOPTICAL_FLOW_PRESET_MEDIUM)
+        self._flow_side = flow_side
+        self._previous: tuple[np.ndarray, np.ndarray] | None = None  # (blurred RGB float32, small grey)
+        self._grid: np.ndarray | None = None
+
+    def next(self, rgb: np.ndarray) -> Motion | None:
+        """The motion from the previous frame given to this one (None for the first frame)."""
+        h, w = rgb.shape[:2]
+        soft = cv2.GaussianBlur(rgb, (0, 0), _PREBLUR)
+        blurred = soft.astype(np.float32)
+        scale = min(1.0, self._flow_side / max(h, w))
+        grey = cv2.cvtColor(soft, cv2.COLOR_RGB2GRAY)
+        if scale < 1.0:
+            grey = cv2.resize(grey, (max(8, round(w * scale)), max(8, round(h * scale))), interpolation=cv2.INTER_AREA)
+        previous, self._previous = self._previous, (blurred, grey)
+        if previous is None or previous[0].shape != blurred.shape:
+            return None
+        before, before_grey = previous
+        back = self._flow.calc(grey, before_grey, None)
+        forward = self._flow.calc(before_grey, grey, None)
+        # The consistency check where the flows were computed, then scaled up: the same answer for a quarter of
+        # the work at 512 px.
+        agree = consistent(back, forward, scale).astype(np.float32)
+        if scale < 1.0:
+            back = cv2.resize(back, (w, h), interpolation=cv2.INTER_LINEAR) / scale
+            agree = cv2.resize(agree, (w, h), interpolation=cv2.INTER_NEAREST)
+        if self._grid is None or self._grid.shape[:2] != (h, w):
+            self._grid = _grid(h, w)
+        back_map = self._grid + back
+        mismatch = _largest_channel(cv2.absdiff(warp(before, back_map), blurred))
+        trust = agree * np.exp(-((mismatch / PHOTO_SIGMA) ** 2))
+        trust = trust.astype(np.float32)
+        cut = float(trust.mean()) < CUT_SHARE
+        return Motion(back_map, np.zeros_like(trust) if cut else trust, cut)
+
+
+class Steadier:
+    """The recursive blend of painted frames along the input's motion. Feed frames in order."""
+
+    def __init__(self, alpha: float = ALPHA) -> None:
+        self.alpha = alpha
+        self._previous: np.ndarray | None = None  # the last output, float32
+
+    def next(self, painted: np.ndarray, motion: Motion | None) -> np.ndarray:
+        """The steady frame for ``painted`` (uint8 (H, W, C)), given the motion onto it (None: a fresh start)."""
+        current = painted.astype(np.float32)
+        previous = self._previous
+        if motion is None or motion.cut or previous is None or previous.shape != current.shape:
+            out = current
+        else:
+            # Bicubic: the carried picture is resampled every frame, and bilinear would soften it a little each time.
+            carried = warp(previous, motion.back_map, cv2.INTER_CUBIC)
+            np.clip(carried, 0, 255, out=carried)
+            weight = (self.alpha * motion.trust)[..., None]
+            out = carried - current
+            out *= weight
+            out += current
+        self._previous = out
+        return cv2.convertScaleAbs(out)  # rounds and saturates to uint8 (out is never negative)
+
+
+# ---- how steady a clip is ---------------------------------------------------------------------------------
+
+
+def _farneback(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Dense flow from grey ``a`` to grey ``b`` (a(x) ≈ b(x + flow)): a different method from the one above, so
+    the measurement does not grade its own flow."""
+    return cv2.calcOpticalFlowFarneback(a, b, None, 0.5, 4, 15, 5, 5, 1.1, 0)
+
+
+def warping_error(inputs: list[np.ndarray], outputs: list[np.ndarray]) -> float:
+    """Lai et al. 2018's warping error of ``outputs`` (RGB uint8 frames) along the motion of ``inputs``: output
+    t−1 moved onto frame t by the input's flow, pixels that fail the flows' consistency check left out, the mean
+    squared difference with values in [0, 1], averaged over the frame pairs. ``warping_error(x, x)`` is the input's
+    own, about the floor a steady result can reach since the flow has errors of its own."""
+    return warping_errors(inputs, [outputs])[0]
+
+
+def warping_errors(inputs: list[np.ndarray], paintings: list[list[np.ndarray]]) -> list[float]:
+    """:func:`warping_error` of each of several paintings of the same ``inputs``, the flows worked out once."""
+    errors: list[list[float]] = [[] for _ in paintings]
+    for t in range(1, len(inputs)):
+        a, b = (cv2.cvtColor(inputs[i], cv2.COLOR_RGB2GRAY) for i in (t - 1, t))
+        back, forward = _farneback(b, a), _farneback(a, b)
+        h, w = back.shape[:2]
+        mask = consistent(back, forward)
+        grid = _grid(h, w) + back
+        for outputs, found in zip(paintings, errors, strict=True):
+            moved = warp(outputs[t - 1][..., :3].astype(np.float32) / 255, grid)
+            diff = (outputs[t][..., :3].astype(np.float32) / 255 - moved) ** 2
+            found.append(float(diff[mask].mean()) if mask.any() else 0.0)
+    return [float(np.mean(found)) if found else 0.0 for found in errors]
+
+
+def sharpness(frames: list[np.ndarray]) -> float:
+    """Mean gradient magnitude (Sobel, grey, 0–255) over the frames: a blend that blurs shows here."""
+    values = []
+    for frame in frames:
+        grey = cv2.cvtColor(frame[..., :3], cv2.COLOR_RGB2GRAY).astype(np.float32)
+        gx, gy = cv2.Sobel(grey, cv2.CV_32F, 1, 0), cv2.Sobel(grey, cv2.CV_32F, 0, 1)
+        values.append(float(np.sqrt(gx * gx + gy * gy).mean()))
+    return float(np.mean(values))
