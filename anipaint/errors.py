@@ -27,12 +27,24 @@ class StyleError(AnipaintError, LookupError):
     """The style is unknown or not available on this machine."""
 
 
+class UnknownStyleError(StyleError):
+    """The name is neither a style id nor an alias."""
+
+
 class LicenceError(StyleError):
     """The style's licence does not allow the use this installation is limited to (commercial-only mode)."""
 
 
 class ModelStoreError(AnipaintError):
     """A model source is missing, fails its checksum, or cannot be converted."""
+
+
+class ChecksumError(ModelStoreError):
+    """A downloaded file is not the file the registry names."""
+
+
+class ModelImportError(AnipaintError, ValueError):
+    """An original model file can't be read or translated by its importer (damaged, or not the format it claims)."""
 
 
 class ScratchSpaceError(AnipaintError, OSError):

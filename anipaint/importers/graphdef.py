@@ -19,8 +19,10 @@ from typing import Any
 import numpy as np
 import torch
 from google.protobuf import json_format
+from google.protobuf.message import DecodeError
 from tensorboard.compat.proto import graph_pb2, tensor_pb2, types_pb2
 
+from anipaint.errors import ModelImportError
 from anipaint.networks.ir import Graph, Node
 
 PASS_THROUGH = {"Identity", "StopGradient", "Snapshot"}
@@ -54,10 +56,17 @@ _VAL_FIELDS = {
 # ---------------------------------------------------------------------------------------------- readers
 
 
+class GraphDefImportError(ModelImportError):
+    """The file is not a frozen GraphDef or TF.js graph model this reader can translate."""
+
+
 def read_pb(path: Path) -> Graph:
     """A frozen GraphDef (``.pb``): constants come from the Const nodes' ``value`` tensors."""
     gdef = graph_pb2.GraphDef()
-    gdef.ParseFromString(Path(path).read_bytes())
+    try:
+        gdef.ParseFromString(Path(path).read_bytes())
+    except DecodeError as exc:
+        raise GraphDefImportError(f"{path} is not a TensorFlow GraphDef ({exc})") from exc
     consts = {n.name: tensor_to_numpy(n.attr["value"].tensor) for n in gdef.node if n.op == "Const"}
     return translate(gdef, consts, outputs=None, meta={"source_format": "graphdef_pb", "file": Path(path).name})
 
@@ -69,10 +78,13 @@ def read_tfjs(model_json: Path, shards: list[Path] | None = None) -> Graph:
     manifest by file name, e.g. verified copies kept elsewhere).
     """
     model_json = Path(model_json)
-    model = json.loads(model_json.read_text())
-    if model.get("format") not in (None, "graph-model"):
-        raise ValueError(f"{model_json}: not a TF.js graph model (format {model.get('format')!r})")
-    gdef = json_format.ParseDict(model["modelTopology"], graph_pb2.GraphDef(), ignore_unknown_fields=True)
+    try:
+        model = json.loads(model_json.read_text())
+        if not isinstance(model, dict) or model.get("format") not in (None, "graph-model"):
+            raise ValueError(f"format {model.get('format') if isinstance(model, dict) else None!r}")
+        gdef = json_format.ParseDict(model["modelTopology"], graph_pb2.GraphDef(), ignore_unknown_fields=True)
+    except (ValueError, KeyError, json_format.ParseError) as exc:  # JSONDecodeError is a ValueError
+        raise GraphDefImportError(f"{model_json} is not a TF.js graph model ({exc})") from exc
     consts = read_tfjs_weights(model_json.parent, model["weightsManifest"], shards)
     missing = [n.name for n in gdef.node if n.op == "Const" and n.name not in consts]
     for name in missing:  # small constants may also be inlined in the topology
@@ -131,7 +143,9 @@ def convert_tfjs_v1(sources: list[Path], out_dir: Path) -> dict[str, Any]:
     """AnimeGAN v1 (TF.js): constants mapped by TF name onto the named network; saves its state dict."""
     from anipaint.networks.animeganv1 import AnimeGANv1Generator
 
-    model_json = next(Path(p) for p in sources if str(p).endswith(".json"))
+    model_json = next((Path(p) for p in sources if str(p).endswith(".json")), None)
+    if model_json is None:
+        raise GraphDefImportError(f"no model.json among {', '.join(Path(p).name for p in sources)}")
     graph = read_tfjs(model_json, [Path(p) for p in sources if not str(p).endswith(".json")])
     net = AnimeGANv1Generator.from_graph(graph)
     out_dir = Path(out_dir)

@@ -14,6 +14,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from anipaint.errors import ModelImportError
 from anipaint.networks.ir import Node
 
 FLOATS = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.DOUBLE, onnx.TensorProto.BFLOAT16}
@@ -22,7 +23,7 @@ NCHW = (0, 3, 1, 2)  # the ONNX tensor is the NCHW view of an NHWC IR value
 INT32_MAX = np.iinfo(np.int32).max
 
 
-class OnnxImportError(ValueError):
+class OnnxImportError(ModelImportError):
     """The file is not an ONNX model this reader can translate."""
 
 

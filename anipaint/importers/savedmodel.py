@@ -32,6 +32,7 @@ from tensorboard.compat.proto import (
     types_pb2,
 )
 
+from anipaint.errors import ModelImportError
 from anipaint.importers.graphdef import tensor_to_numpy, translate
 from anipaint.networks.ir import Graph
 
@@ -42,7 +43,7 @@ _DTYPES = {types_pb2.DT_FLOAT: np.float32, types_pb2.DT_DOUBLE: np.float64, type
 _SKIPPED = {"NoOp", "AssignVariableOp", "VarHandleOp"}
 
 
-class SavedModelImportError(ValueError):
+class SavedModelImportError(ModelImportError):
     """The folder is not a TF2 SavedModel this reader can translate."""
 
 

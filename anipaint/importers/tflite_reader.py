@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import tflite
 
+from anipaint.errors import ModelImportError
 from anipaint.importers.ir_passes import Editor
 from anipaint.networks.ir import Graph, Node
 
@@ -36,7 +37,7 @@ _ACTIVATIONS = {
 Step = tuple[str, list[str], dict[str, Any]]  # (IR op, inputs after the chained one, attrs)
 
 
-class TFLiteImportError(ValueError):
+class TFLiteImportError(ModelImportError):
     """The file is not a TFLite model this reader can translate."""
 
 

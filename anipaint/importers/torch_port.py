@@ -13,10 +13,11 @@ from typing import Any
 
 import torch
 
+from anipaint.errors import ModelImportError
 from anipaint.networks.animeganv2 import Generator
 
 
-class PortStateDictError(ValueError):
+class PortStateDictError(ModelImportError):
     """The file is not an AnimeGANv2 state dict with the PyTorch port's keys and shapes."""
 
 
@@ -30,7 +31,8 @@ def load_port_state_dict(path: Path) -> dict[str, torch.Tensor]:
     try:
         data = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # corrupt file, or pickled objects weights_only refuses
-        raise PortStateDictError(f"{path}: not a loadable PyTorch state dict ({exc})") from exc
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise PortStateDictError(f"{path}: not a loadable PyTorch state dict ({reason})") from exc
     if not isinstance(data, dict) or not all(isinstance(v, torch.Tensor) for v in data.values()):
         raise PortStateDictError(f"{path}: expected a dict of tensors (a state dict), got {type(data).__name__}")
 
