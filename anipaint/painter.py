@@ -54,7 +54,7 @@ class Painter:
         if self._engine is None:
             with self._lock:
                 if self._engine is None:
-                    artefact = store.ensure_prepared(self.style, self.settings)
+                    artefact = store.ensure_converted(self.style, self.settings)
                     self._engine = Engine(self.style, artefact, self.settings)
         return self._engine
 
@@ -110,7 +110,7 @@ class Painter:
         t0 = time.perf_counter()
         report("decode", 0.05)
         img = imaging.load_image(image, max_pixels=self.settings.max_pixels)
-        work = preprocess.prepare(img, options.max_side)
+        work = preprocess.to_work_image(img, options.max_side)
         background_painter = get_painter(options.background, self.settings) if options.background else None
         if background_painter is not None:
             check_background(background_painter.style)
@@ -152,7 +152,7 @@ class Painter:
         self, work: preprocess.WorkImage, painted: np.ndarray, face_style: str | None, portrait: bool
     ) -> tuple[np.ndarray, int | None]:
         """The face pass or portrait mode over ``painted``, and how many faces were found (None: no detector)."""
-        model = helpers.prepare_face_detector(self.settings)
+        model = helpers.install_face_detector(self.settings)
         if model is None:  # no detector model available: paint without the face pass
             if portrait:
                 raise ModelStoreError("portrait mode needs the face detector (face/face_detection_yunet_*.onnx)")

@@ -28,7 +28,7 @@ def fit_long_side(width: int, height: int, max_side: int | None) -> tuple[int, i
     return max(1, round(width * scale)), max(1, round(height * scale))
 
 
-def prepare(img: Image.Image, max_side: int | None) -> WorkImage:
+def to_work_image(img: Image.Image, max_side: int | None) -> WorkImage:
     """Split alpha, cap the size. Lanczos keeps edges crisp, which the painters turn into clean lines."""
     alpha = img.getchannel("A") if img.mode == "RGBA" else None
     rgb_img = img.convert("RGB") if img.mode != "RGB" else img

@@ -67,11 +67,11 @@ class Settings:
     max_side: int = 512  # long-side cap (within options.MAX_SIDE_RANGE); 0 / None at call time: full resolution
     tile_size: int = 512  # tile edge for full-resolution painting
     tile_overlap: int = 64  # overlap blended between tiles
-    # Full resolution: "exact" runs the network layer by layer in row strips with the whole picture's norm
+    # Full resolution: "strips" runs the network layer by layer in row strips with the whole picture's norm
     # statistics (identical to one untiled pass, activations in temporary files); "tiles" paints independent
-    # blended tiles (each tile normalises with its own statistics).
-    large_mode: str = "exact"
-    scratch_dir: Path | None = None  # where "exact" keeps its activation files; default: the system temp dir
+    # blended tiles (each tile normalises with its own statistics). "exact" is accepted as another name for strips.
+    large_mode: str = "strips"
+    scratch_dir: Path | None = None  # where the strips keep their activation files; default: the system temp dir
 
     # Engine.
     backend: str = "auto"  # auto | torch | compiled | onnxruntime | int8 | strips
@@ -116,6 +116,11 @@ class Settings:
     api_keys: str = ""  # comma-separated keys, or a file of keys (one a line); empty = no keys needed
     key_rate: int = 60  # requests per key per minute
     key_jobs: int = 4  # jobs per key queued or running at once
+
+    @property
+    def large_in_strips(self) -> bool:
+        """Whether full-resolution pictures are painted in strips (``large_mode`` "strips", or its older name)."""
+        return self.large_mode.lower() in ("strips", "exact")
 
     @property
     def samples_dir(self) -> Path:

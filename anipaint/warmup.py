@@ -1,9 +1,9 @@
 """Getting every style ready after the page is up, without getting in a paint's way.
 
 A server converts only its default style before it answers (seconds); everything else — converting the other
-styles, building their fast engines and measuring them for ``auto`` — is a list of steps that a :class:`Preparer`
+styles, building their fast engines and measuring them for ``auto`` — is a list of steps that a :class:`Warmup`
 runs one at a time in a separate process (``python -m anipaint.warmup``) at the lowest CPU priority. While
-this process paints, the preparer waits between steps, and an engine build or measurement in progress is
+this process paints, the warm-up waits between steps, and an engine build or measurement in progress is
 stopped (SIGSTOP) until the paint ends: under ``auto`` a paint never needs a lock such a step holds, and a
 measurement disturbed by a paint is thrown away by :mod:`anipaint.engine.runtime.timing`. A style paints with its plain
 engine as soon as it is converted; when its fast engine is ready the server's painter moves onto it.
@@ -43,7 +43,7 @@ class StyleState:
     engine: str | None  # the backend its paints run on now (None: not converted yet)
 
 
-# ---- paints under way in this process, which the background preparation keeps out of the way of --------------
+# ---- paints under way in this process, which the background warm-up keeps out of the way of --------------
 # Whoever paints for the server (its job runner, its thumbnails) marks the paint with painting().
 _active = 0
 _active_lock = threading.Lock()
@@ -103,8 +103,8 @@ def planned_engine(style: Style, settings: Settings) -> str | None:
     return backends.planned(style, settings, key, backends.wanted(settings))
 
 
-def style_states(settings: Settings | None = None, preparer: Preparer | None = None) -> list[StyleState]:
-    """Every registry style's state here (with a running preparer: what it is doing)."""
+def style_states(settings: Settings | None = None, background: Warmup | None = None) -> list[StyleState]:
+    """Every registry style's state here (with a running warm-up: what it is doing)."""
     from anipaint.engine.backends import PLAIN as plain
     from anipaint.painter import loaded_painter
 
@@ -112,19 +112,19 @@ def style_states(settings: Settings | None = None, preparer: Preparer | None = N
     out: list[StyleState] = []
     for st in availability.style_status(s):
         style = st.style
-        failed = preparer.failures.get(style.id) if preparer else None
+        failed = background.failures.get(style.id) if background else None
         if not st.available:
             out.append(StyleState(style, UNAVAILABLE, st.reason, None))
-        elif not st.prepared:
+        elif not st.converted:
             later = "not yet: on first use or `anipaint models prepare`"
-            detail = preparer.describe(style.id, "convert") if preparer else later
+            detail = background.describe(style.id, "convert") if background else later
             out.append(StyleState(style, CONVERTING, failed or detail, None))
         else:
             painter = loaded_painter(style.id, s)
             live = painter.engine.backend_name if painter is not None and painter.loaded else None
             planned = planned_engine(style, s)
             if planned is None and not failed:
-                detail = preparer.describe(style.id, "optimise") if preparer else "`anipaint models prepare`"
+                detail = background.describe(style.id, "optimise") if background else "`anipaint models prepare`"
                 out.append(StyleState(style, OPTIMISING, f"paints with the plain engine; fast engine: {detail}",
                                       live or plain))
             else:
@@ -139,10 +139,10 @@ def plan(settings: Settings, first: str | None = None) -> list[tuple[str, str]]:
     statuses.sort(key=lambda st: st.style.id != first)
     steps: list[tuple[str, str]] = []
     for st in statuses:
-        if not st.prepared:
+        if not st.converted:
             steps.append(("convert", st.style.id))
         if settings.background == "all" and needs_engine(st.style) and (
-            not st.prepared or planned_engine(st.style, settings) is None
+            not st.converted or planned_engine(st.style, settings) is None
         ):
             steps.append(("optimise", st.style.id))
     return steps
@@ -151,7 +151,7 @@ def plan(settings: Settings, first: str | None = None) -> list[tuple[str, str]]:
 # ---- the server's side ---------------------------------------------------------------------------------------
 
 
-class Preparer:
+class Warmup:
     """Runs :func:`plan`'s steps in a low-priority child process and moves painters onto their fast engines."""
 
     def __init__(self, settings: Settings) -> None:
@@ -184,7 +184,7 @@ class Preparer:
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
         self._unsubscribe = on_activity(self._on_activity)
         atexit.register(self.stop)  # never leave a stopped child behind
-        threading.Thread(target=self._follow, name="anipaint-preparer", daemon=True).start()
+        threading.Thread(target=self._follow, name="anipaint-warmup", daemon=True).start()
 
     def stop(self) -> None:
         proc = self._proc
@@ -274,20 +274,20 @@ def _log_beside_the_server(level: str) -> None:
     log.setLevel(level_no if isinstance(level_no, int) else logging.INFO)  # uvicorn's "trace": INFO
 
 
-def prepare_engines(style: Style, settings: Settings) -> tuple[str, str]:
+def build_engines(style: Style, settings: Settings) -> tuple[str, str]:
     """Everything a style's paints use beyond its conversion, made once per machine (converting first if need
     be): its fast backends, measured for ``auto``, then the browser's model. Returns the engine's line
     (:func:`anipaint.engine.runtime.progress.summary`) and the device model's (``""`` for a style that can't have one;
     its failure is only reported there). Raises when the engines can't be made. ``anipaint models prepare`` and the
-    background preparation both come here."""
+    background warm-up both come here."""
     from anipaint import engine
     from anipaint.engine.onnx import device_models
     from anipaint.engine.runtime import progress
 
-    record = engine.prepare(style, store.ensure_prepared(style, settings), settings)
+    record = engine.build_backends(style, store.ensure_converted(style, settings), settings)
     if not record.get("choice"):
         raise RuntimeError("no engine chosen")
-    return progress.summary(record), device_models.prepare_note(style, settings)
+    return progress.summary(record), device_models.make_note(style, settings)
 
 
 # ---- the child process ---------------------------------------------------------------------------------------
@@ -309,10 +309,10 @@ def run_steps(steps: Iterable[tuple[str, str]], settings: Settings, go: threadin
         try:
             with progress.quiet():
                 if step == "convert":
-                    store.ensure_prepared(style, settings)  # with auto_fetch: downloads a missing source first
+                    store.ensure_converted(style, settings)  # with auto_fetch: downloads a missing source first
                     more = {}
                 else:
-                    summary, device = prepare_engines(style, settings)
+                    summary, device = build_engines(style, settings)
                     more = {"summary": summary, "device": device}
             report(step, style_id, "done", **more)
         except Exception as exc:  # noqa: BLE001 - reported to the server; the next step still runs

@@ -11,7 +11,7 @@ worker's "paint" progress message to its "encode" one), ``whole`` the call from 
 session, is left out (``--first N`` times that one too: N fresh browsers each painting straight away, and N
 getting ready first with ``prepareOnDevice`` and pausing as a person choosing a photo would). Native is
 ``InferenceSession.run`` on the same 512 × 512 input, as many threads as cores (the page's worker asks for the
-same). A real server (``python -m anipaint.service``, background preparation
+same). A real server (``python -m anipaint.service``, background warm-up
 off) serves the page and the model; missing device models are made first (tens of seconds each).
 """
 
@@ -183,13 +183,13 @@ def main(argv: list[str] | None = None) -> int:
     styles = [s for s in args.styles.split(",") if s]
     photo_path = settings.samples_dir / "group_pakutaso.jpg"
     photo = photo_path.read_bytes()
-    rgb = preprocess.prepare(load_image(photo), 512).rgb  # as the server and the page cap it
+    rgb = preprocess.to_work_image(load_image(photo), 512).rgb  # as the server and the page cap it
     if rgb.shape[:2] != (512, 512):
         raise SystemExit(f"expected the square group photo, got {rgb.shape[:2]}")
     models = {}
     for style_id in styles:
         style = get_style(style_id)
-        store.ensure_prepared(style, settings)
+        store.ensure_converted(style, settings)
         models[style_id] = device_models.ensure(style, settings)
     runtime = sum(f.stat().st_size for f in RUNTIME.iterdir() if f.is_file())
     native = {s: _native(device_models.path_of(m, get_style(s), settings), rgb, args.rounds)

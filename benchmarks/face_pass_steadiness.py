@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     settings = get_settings()
     photo = np.asarray(Image.open(settings.samples_dir / "group_pakutaso.jpg").convert("RGB"))
     painter = get_painter(args.style, settings).warm()
-    detector = get_face_detector(settings, helpers.prepare_face_detector(settings))
+    detector = get_face_detector(settings, helpers.install_face_detector(settings))
     detect = {
         "faces off": None,
         "one run (as painted)": lambda work: blend.faces_as_painted(detector, work.source.shape, work.rgb),
@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     for t in range(args.frames):
         frame = cv2.warpAffine(photo, motion(t)[:2], (FRAME_SIDE, FRAME_SIDE), flags=cv2.INTER_LINEAR,
                                borderMode=cv2.BORDER_REFLECT_101)
-        work = preprocess.prepare(Image.fromarray(frame), args.side)
+        work = preprocess.to_work_image(Image.fromarray(frame), args.side)
         works.append(work)
         plain = painter.paint_array(work.rgb)
         for name, find in detect.items():

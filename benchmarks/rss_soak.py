@@ -3,7 +3,7 @@ server's memory and open files sampled as it goes.
 
     .venv/bin/python benchmarks/rss_soak.py [--minutes 10] [--clients 2] [--styles v3-hayao,v3-shinkai,v3-cute]
 
-Starts ``python -m anipaint.service`` on a free port with the current model store (background preparation off,
+Starts ``python -m anipaint.service`` on a free port with the current model store (background warm-up off,
 so nothing but the requests runs), warms each style once, then sends requests from ``--clients`` threads until
 the time is up. Prints requests by status, and the server's RSS and open file descriptors after the warm-up,
 at each quarter of the soak and at the end (RSS of the server and its children, from /proc).
@@ -42,7 +42,7 @@ def _free_port() -> int:
 
 
 def _rss_mb(pid: int) -> float:
-    """VmRSS of ``pid`` and its children (the preparer, if any), in MB."""
+    """VmRSS of ``pid`` and its children (the background, if any), in MB."""
     pids = [pid]
     try:
         pids += [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]

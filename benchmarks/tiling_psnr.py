@@ -6,8 +6,8 @@ The generators normalise every layer over the whole picture. In independent tile
 statistics, so tiled and untiled differ by tone (v2: 23-30 dB, v1: 20-22 dB, v3-cute: 39-42 dB at 640 px in
 256 px tiles). ``--oracle`` repaints v2 in tiles with the *untiled* picture's per-layer statistics forced into
 every tile: that reaches ~60 dB, so the tiles' context is sufficient and the statistics are the whole difference.
-Hence the "exact" mode (:mod:`anipaint.engine.strips`, the default): layer by layer
-over the whole picture in row strips, printed here as ``exact``; it differs from the untiled pass only by
+Hence the strips (:mod:`anipaint.engine.strips`, the default ``large_mode``): layer by layer
+over the whole picture in row strips, printed here as ``strips``; it differs from the untiled pass only by
 bfloat16/float16 rounding. ``anipaint bench --only full`` times it against one whole pass and at 4096².
 """
 
@@ -92,7 +92,7 @@ def main() -> None:
     rgbs = [from_tensor(p) for p in pics]
     for style_id in args.styles.split(","):
         style = get_style(style_id)
-        store.prepare([style_id], settings)
+        store.convert([style_id], settings)
         engine = Engine(style, store.artefact_path(style, settings), settings)
         for i, rgb in enumerate(rgbs):
             whole = from_tensor(engine.run_float(to_tensor(rgb)))

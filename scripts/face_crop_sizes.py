@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     photo = Image.open(settings.samples_dir / "group_pakutaso.jpg").convert("RGB")
     source = np.asarray(photo)
     painter = get_painter(args.style).warm()
-    faces = get_face_detector(settings, helpers.prepare_face_detector(settings)).detect(source)
+    faces = get_face_detector(settings, helpers.install_face_detector(settings)).detect(source)
     rows = [("faces off", np.asarray(painter.paint(photo, max_side=512, faces=False)))]
     default = blend.OVERSAMPLE
     try:

@@ -45,7 +45,7 @@ if not os.environ.get("ANIPAINT_TEST_BUILD_LOG"):
 BUILD_LOG = Path(os.environ["ANIPAINT_TEST_BUILD_LOG"])
 os.environ["ANIPAINT_SOURCES"] = str(SOURCES)
 # Test servers convert the other styles in the background but build no engines (minutes of CPU each);
-# tests/cli/test_first_run.py checks the full background preparation.
+# tests/cli/test_first_run.py checks the full background warm-up.
 os.environ.setdefault("ANIPAINT_BACKGROUND", "convert")
 
 
@@ -149,7 +149,7 @@ def prepared_store(sources: Path) -> Path:
     from anipaint.settings import reload_settings
 
     settings = reload_settings()
-    results = store.prepare(None, settings)
+    results = store.convert(None, settings)
     failed = {k: v for k, v in results.items() if v.startswith("failed")}
     assert not failed, failed
     return settings.models_dir
@@ -160,7 +160,7 @@ def engine_builds(prepared_store: Path):
     """``build(style_id)``: the style's fast engines built and measured by ``auto`` in the session store, once per
     run whoever asks first; returns auto's record. Tests that start from an empty store copy these builds in
     (:func:`seed_builds`), so that they check measuring and the switch onto a built engine, not the compile."""
-    from anipaint.engine import prepare
+    from anipaint.engine import build_backends
     from anipaint.models import store
     from anipaint.models.registry import get_style
     from anipaint.settings import reload_settings
@@ -171,7 +171,7 @@ def engine_builds(prepared_store: Path):
         if style_id not in records:
             style = get_style(style_id)
             settings = reload_settings()
-            records[style_id] = prepare(style, store.artefact_path(style, settings), settings, "auto")
+            records[style_id] = build_backends(style, store.artefact_path(style, settings), settings, "auto")
         return records[style_id]
 
     return build

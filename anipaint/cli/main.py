@@ -123,10 +123,10 @@ def cmd_prepare(args: argparse.Namespace) -> int:
                 progress.step(rest[0], "converting")
 
         with progress.quiet():
-            results = store.prepare(chosen, settings, force=args.force, on_result=converted)
+            results = store.convert(chosen, settings, force=args.force, on_result=converted)
         if args.engine:
             for style_id in (k for k in chosen if results[k] == "ok"):
-                lines[style_id], device = _prepare_engines(style_id, settings)
+                lines[style_id], device = _build_engines(style_id, settings)
                 if device:  # the ONNX file the page paints with in the browser
                     lines[f"{style_id} (device)"] = device
                 bar.update(1)
@@ -139,8 +139,8 @@ def cmd_prepare(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def _prepare_engines(style_id: str, settings: Settings) -> tuple[str, str]:
-    """A style's engine line and device line (:func:`anipaint.warmup.prepare_engines`), or why it has no
+def _build_engines(style_id: str, settings: Settings) -> tuple[str, str]:
+    """A style's engine line and device line (:func:`anipaint.warmup.build_engines`), or why it has no
     engine."""
     from anipaint import warmup
     from anipaint.engine.runtime import progress
@@ -148,7 +148,7 @@ def _prepare_engines(style_id: str, settings: Settings) -> tuple[str, str]:
 
     progress.step(style_id, "loading")
     try:
-        return warmup.prepare_engines(get_style(style_id), settings)
+        return warmup.build_engines(get_style(style_id), settings)
     except Exception as exc:  # noqa: BLE001 - one line for the style; the other styles still get theirs
         return f"engine failed: {type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}", ""
 

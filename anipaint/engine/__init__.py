@@ -4,7 +4,7 @@
 per style plus its fastest backend (:mod:`anipaint.engine.backends`: eager torch, AOT-compiled bf16, int8,
 ONNX Runtime; ``auto`` picks per machine) and turns RGB uint8 arrays into painted RGB uint8 arrays. Large
 pictures run in bounded memory: exactly, layer by layer, for AnimeGAN v1/v2 and the imported v3 graphs
-(:mod:`anipaint.engine.strips`), in blended tiles otherwise (:mod:`anipaint.engine.tiling`). :func:`prepare`
+(:mod:`anipaint.engine.strips`), in blended tiles otherwise (:mod:`anipaint.engine.tiling`). :func:`build_backends`
 builds and measures the backends ahead of time (``anipaint models prepare``), so a server starts painting from
 cached artefacts within a second or two.
 """
@@ -54,25 +54,25 @@ class Engine:
         self.artefact = Path(artefact)
         self.network = load_network(style, self.artefact)
         self.backend = backends.open_backend(style, self.artefact, settings, self.network, backend)
-        self._streamed = None
+        self._strips = None
         self._batches: bool | None = None  # whether the backend took a batch of crops (None: not tried yet)
 
     @property
-    def streams_large(self) -> bool:
+    def large_in_strips(self) -> bool:
         """Whether large pictures run layer by layer with whole-picture statistics (else in tiles)."""
-        if self.settings.large_mode.lower() != "exact":
+        if not self.settings.large_in_strips:
             return False
-        return get_architecture(self.style.architecture).streams and self._streamed_network() is not None
+        return get_architecture(self.style.architecture).has_strips and self._strip_network() is not None
 
-    def _streamed_network(self):
+    def _strip_network(self):
         from anipaint.engine.strips import for_network
 
-        if self._streamed is None:
+        if self._strips is None:
             if isinstance(self.backend, StripsBackend):  # already loaded: share its weights
-                self._streamed = self.backend.streamed
+                self._strips = self.backend.strips
             else:
-                self._streamed = for_network(self.network, self.style.architecture, self.settings.scratch_dir)
-        return self._streamed
+                self._strips = for_network(self.network, self.style.architecture, self.settings.scratch_dir)
+        return self._strips
 
     @property
     def backend_name(self) -> str:
@@ -100,7 +100,7 @@ class Engine:
         """Paint RGB uint8 (H, W, 3) → RGB uint8 of the same size.
 
         Pictures over four tiles' worth of pixels run in bounded memory: layer by layer where the network
-        streams (``large_mode="exact"``: AnimeGAN v1, v2 and the imported graphs), else in blended tiles.
+        streams (``large_mode="strips"``: AnimeGAN v1, v2 and the imported graphs), else in blended tiles.
         ``progress`` gets the fraction done of those.
         """
         h, w = rgb.shape[:2]
@@ -109,14 +109,14 @@ class Engine:
             return self.run(np.pad(rgb, grow, mode="edge"), progress)[:h, :w]
         tile = self.settings.tile_size
         if tiling.needs_tiling(h, w, tile):
-            if self.streams_large:
-                return self._streamed_network().paint(rgb, progress)
+            if self.large_in_strips:
+                return self._strip_network().paint(rgb, progress)
             return tiling.paint_tiled(rgb, self.run_float, tile, self.settings.tile_overlap, to_tensor,
                                       from_tensor_float, progress)
         return from_tensor(self.run_float(to_tensor(rgb)))
 
 
-def prepare(style: Style, artefact: Path, settings: Settings, backend: str | None = None) -> dict:
+def build_backends(style: Style, artefact: Path, settings: Settings, backend: str | None = None) -> dict:
     """Build (and for ``auto`` measure) the style's backends now, so the first picture doesn't wait.
 
     Returns the auto choice record (``{"choice": ..., "results": {...}}``) or, for a named backend, ``{"choice":

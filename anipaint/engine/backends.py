@@ -186,7 +186,7 @@ def open_named(name: str, style: Style, artefact: Path, settings: Settings, netw
 def open_backend(style: Style, artefact: Path, settings: Settings, network, name: str | None = None) -> Backend:
     """The backend the settings ask for (``name`` overrides them).
 
-    ``auto`` uses the choice measured on this machine by :func:`anipaint.engine.prepare` (``anipaint models
+    ``auto`` uses the choice measured on this machine by :func:`anipaint.engine.build_backends` (``anipaint models
     prepare``), cached next to the weights. Without one it runs the plain network rather than spending a
     minute building and measuring in the middle of a request; naming a backend builds it on first use.
     """

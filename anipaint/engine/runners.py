@@ -120,15 +120,15 @@ class StripsBackend(Backend):
     def __init__(self, network, architecture: str, folder: Path | None = None) -> None:
         from anipaint.engine.strips import for_network
 
-        streamed = for_network(network, architecture, folder)
-        if streamed is None:
+        strips = for_network(network, architecture, folder)
+        if strips is None:
             raise ValueError(f"no strip version of {type(network).__name__}")
-        self.streamed = streamed
+        self.strips = strips
 
     def __call__(self, x: Tensor) -> Tensor:
 
         # Inputs come from to_tensor(uint8) and outputs go to from_tensor, so the uint8 round trip is exact.
-        return to_tensor(self.streamed.paint(from_tensor(x)))
+        return to_tensor(self.strips.paint(from_tensor(x)))
 
 
 class OrtBackend(Backend):

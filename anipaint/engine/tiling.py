@@ -12,7 +12,7 @@ own statistics, not the picture's. Context is not the issue (with the whole pict
 every tile, tiled and untiled agree to ~60 dB), the statistics are: tiles differ from the untiled painting by
 20-34 dB PSNR (v1, v2, the v3 graphs) or ~40 dB (v3-cute), as smooth, feathered tone shifts rather than seams.
 Every network that can therefore paints large pictures layer by layer instead (:mod:`anipaint.engine.strips`,
-exact); ``large_mode="tiles"`` and a network with no strip version still come here.
+exactly); ``large_mode="tiles"`` and a network with no strip version still come here.
 """
 
 from __future__ import annotations

@@ -179,7 +179,7 @@ def get_face_detector(settings: Settings | None = None, model_path: Path | None 
     if model_path is None:
         from anipaint.models import helpers
 
-        model_path = helpers.prepare_face_detector(settings)
+        model_path = helpers.install_face_detector(settings)
         if model_path is None:
             raise FileNotFoundError("No face detection model (YuNet) in the model store or the sources folder.")
     options = dict(

@@ -1,6 +1,6 @@
 """Person segmentation (MediaPipe selfie segmentation): RGB picture -> person probability.
 
-The model is the original TFLite file imported into the graph IR (``helpers.prepare_segmenter``) and run by
+The model is the original TFLite file imported into the graph IR (``helpers.install_segmenter``) and run by
 :class:`~anipaint.networks.graph_module.GraphModule`, like the styles. It takes a 256x256 RGB picture in [0, 1];
 :func:`load_segmenter` returns a callable that resizes any picture to that, runs the network and gives the
 probability map at the model's input size (callers scale it to what they need).
@@ -31,7 +31,7 @@ def load_segmenter(settings: Settings | None = None) -> Segmenter:
 
     Raises :class:`~anipaint.errors.ModelStoreError` when the segmenter's source file is not available here.
     """
-    path = helpers.prepare_segmenter(settings)
+    path = helpers.install_segmenter(settings)
     if path is None:
         raise ModelStoreError("person segmenter not available: segmentation/selfie_segmentation.tflite is missing "
                               "from the sources folder (`anipaint models fetch` downloads it)")

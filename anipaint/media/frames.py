@@ -29,7 +29,7 @@ if TYPE_CHECKING:  # the painter (and torch) load on first paint, not when a vid
 
 AHEAD = 8  # frames decoded and measured ahead of the painting
 BATCH = 4  # frames per engine call when batching pays
-BATCH_MAX_PIXELS = 1024 * 1024  # larger frames are painted one by one (they may be tiled or streamed)
+BATCH_MAX_PIXELS = 1024 * 1024  # larger frames are painted one by one (they may be tiled or painted in strips)
 STILLS_ONLY = "portrait mode and a background style paint pictures, not videos"
 _END = object()
 
@@ -91,7 +91,7 @@ def _read(frames: Iterable[Image.Image], options: PaintOptions, ahead: queue.Que
     estimator = MotionEstimator() if options.temporal else None
     try:
         for image in frames:
-            work = preprocess.prepare(image, options.max_side)
+            work = preprocess.to_work_image(image, options.max_side)
             motion = estimator.next(work.rgb) if estimator is not None else None
             if not _put(ahead, _Frame(image, work, motion), stop):
                 return

@@ -5,7 +5,7 @@ below it: a style's licence (commercial-only mode offers only styles cleared for
 holds it converted (:mod:`anipaint.models.store`), and whether its original files are here or downloadable
 (:mod:`anipaint.models.sources`). It is a module of its own, above the store, because none of this is the store's job:
 the store converts what it is asked to convert and answers for its files; which style to paint with is a question about
-the installation. It never downloads or converts; :func:`anipaint.models.store.ensure_prepared` does, on first use.
+the installation. It never downloads or converts; :func:`anipaint.models.store.ensure_converted` does, on first use.
 """
 
 from __future__ import annotations
@@ -15,15 +15,15 @@ from dataclasses import dataclass
 from anipaint.errors import LicenceError, StyleError
 from anipaint.models.registry import Style, all_styles, candidates, get_style
 from anipaint.models.sources import downloadable, locate_source
-from anipaint.models.store import is_prepared
+from anipaint.models.store import is_converted
 from anipaint.settings import Settings, get_settings
 
 
 @dataclass(frozen=True)
 class StyleStatus:
     style: Style
-    available: bool  # prepared, or its sources are present and can be converted on first use
-    prepared: bool
+    available: bool  # converted, or its sources are present and can be converted on first use
+    converted: bool
     reason: str | None = None  # why not available
 
 
@@ -46,8 +46,8 @@ def refuse_unoffered(style: Style, settings: Settings | None = None) -> None:
 
 
 def _usable(style: Style, s: Settings) -> bool:
-    """Prepared, its sources are here, or it downloads on first use."""
-    if is_prepared(style, s) or all(locate_source(src, s) for src in style.sources):
+    """Converted, its sources are here, or it downloads on first use."""
+    if is_converted(style, s) or all(locate_source(src, s) for src in style.sources):
         return True
     return s.auto_fetch and downloadable(style, s)
 
@@ -59,7 +59,7 @@ def style_status(settings: Settings | None = None) -> list[StyleStatus]:
     for style in all_styles():
         if not offered(style, s):
             continue
-        if is_prepared(style, s):
+        if is_converted(style, s):
             out.append(StyleStatus(style, True, True))
             continue
         missing = [src.path for src in style.sources if locate_source(src, s) is None]

@@ -19,14 +19,10 @@ from pathlib import Path
 
 from filelock import FileLock
 
-from anipaint.errors import ModelStoreError
+from anipaint.errors import ChecksumError, ModelStoreError
 
 Progress = Callable[[int, "int | None"], None]  # bytes received so far, total bytes (None: unknown)
 _CHUNK = 1 << 16
-
-
-class ChecksumError(ModelStoreError):
-    """A downloaded file is not the file the registry names."""
 
 
 def sha256_file(path: Path) -> str:

@@ -2,7 +2,7 @@
 
 :func:`fetch_style` downloads a style's files (:func:`anipaint.models.sources.fetch_source`: resumed, checked against
 their sha256) and :func:`add_local` takes one the user already has; both convert what they got when it has no published
-checksum, through :func:`anipaint.models.store.prepare_fetched`, so a file is only trusted once it converts. That is why
+checksum, through :func:`anipaint.models.store.convert_fetched`, so a file is only trusted once it converts. That is why
 fetching sits above the store. :func:`fetch` does every style and the helper models' files at once.
 """
 
@@ -19,7 +19,7 @@ from anipaint.models import downloads
 from anipaint.models.downloads import sha256_file
 from anipaint.models.registry import EXTRA_SOURCES, Source, Style, all_styles, candidates, get_style
 from anipaint.models.sources import fetch_source
-from anipaint.models.store import prepare_fetched, prepare_style
+from anipaint.models.store import convert_fetched, convert_style
 from anipaint.settings import Settings, get_settings
 
 
@@ -39,7 +39,7 @@ def fetch_style(style: Style, settings: Settings | None = None, *, url: str | No
     paths = [fetch_source(src, s, url=url, timeout=timeout, progress=progress(src) if progress else None)
              for src in style.sources]
     if convert or any(src.sha256 is None for src in style.sources):
-        prepare_fetched(style, paths, s, force=url is not None)
+        convert_fetched(style, paths, s, force=url is not None)
     return paths
 
 
@@ -95,7 +95,7 @@ def add_local(style_id: str, path: Path, settings: Settings | None = None) -> Pa
     shutil.copyfile(src, tmp)
     os.replace(tmp, dest)
     try:
-        prepare_style(style, s, force=True)
+        convert_style(style, s, force=True)
     except ModelStoreError:
         dest.unlink(missing_ok=True)
         raise

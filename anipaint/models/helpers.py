@@ -5,7 +5,7 @@ Layout under ``settings.models_dir``::
     face/yunet.onnx                 the face detector (the original ONNX file, copied once it passes its checksum)
     segmenter/model.pt, meta.json   the person segmenter, imported into the graph IR and stamped (models/stamp.py)
 
-Each is made on first use (and by ``anipaint models prepare``, through :func:`anipaint.models.store.prepare`); both
+Each is made on first use (and by ``anipaint models prepare``, through :func:`anipaint.models.store.convert`); both
 return None when their source file is absent or fails its checksum, so that a paint goes on without faces or portrait
 mode.
 """
@@ -36,7 +36,7 @@ def face_detector_path(settings: Settings | None = None) -> Path:
     return _settings(settings).models_dir / "face" / "yunet.onnx"
 
 
-def prepare_face_detector(settings: Settings | None = None) -> Path | None:
+def install_face_detector(settings: Settings | None = None) -> Path | None:
     s = _settings(settings)
     dest = face_detector_path(s)
     if dest.is_file():
@@ -57,7 +57,7 @@ def segmenter_path(settings: Settings | None = None) -> Path:
     return _settings(settings).models_dir / "segmenter" / "model.pt"
 
 
-def prepare_segmenter(settings: Settings | None = None) -> Path | None:
+def install_segmenter(settings: Settings | None = None) -> Path | None:
     """The person segmenter as a graph artefact, converted on first use and again when the converter code
     changes; None when its source is absent or fails its checksum."""
     s = _settings(settings)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from anipaint.errors import StyleError
+from anipaint.errors import UnknownStyleError
 from anipaint.models.licences import (
     CARTOONGAN_LICENCE,
     PORT_LICENCE,
@@ -305,7 +305,8 @@ STYLES: tuple[Style, ...] = (
     _port("paprika", "Paprika (AnimeGANv2 port)", "Paprika style from the PyTorch port."),
 )
 
-# Not a style: the face detector (YuNet, OpenCV Zoo; Apache-2.0 / MIT), copied into the store by `prepare`.
+# Not a style: the face detector (YuNet, OpenCV Zoo; Apache-2.0 / MIT), copied into the store by
+# models/helpers.py.
 # Its origin is libfacedetection.train's dynamic-size export; that file has three versions in the repository's
 # history and the stored copy is binary, so that this commit holds exactly these bytes is not confirmed (the
 # checksum decides after download). (OpenCV Zoo's fixed-size 640x640 file is confirmed by its Git LFS record,
@@ -319,8 +320,8 @@ FACE_DETECTOR = Source(
 
 # Not a style: MediaPipe selfie (person) segmentation, Apache-2.0, from the npm package
 # @mediapipe/selfie_segmentation 0.1.1675465747; 256x256 RGB in [0, 1] -> person probability. Converted into a
-# graph artefact by `prepare` (importer "tflite_graph"). Origin: the file inside that version's tarball on the npm
-# registry (``#member``: see anipaint.models.downloads); `npm pack` of that version holds exactly these bytes.
+# graph artefact by models/helpers.py (importer "tflite_graph"). Origin: the file inside that version's tarball on
+# the npm registry (``#member``: see anipaint.models.downloads); `npm pack` of that version holds exactly these bytes.
 SEGMENTER = Source(
     "segmentation/selfie_segmentation.tflite",
     "8d13b7fae74af625c641226813616a2117bd6bca19eb3b75574621fc08557f27",
@@ -348,10 +349,6 @@ ALIASES: dict[str, tuple[str, ...]] = {
 }
 
 _BY_ID = {s.id: s for s in STYLES}
-
-
-class UnknownStyleError(StyleError):
-    """The name is neither a style id nor an alias."""
 
 
 def all_styles() -> tuple[Style, ...]:

@@ -3,7 +3,7 @@
 A folder's ``meta.json`` holds the stamp it was converted under; one whose stamp differs from this code's is stale
 and converted again. The styles' artefacts (:mod:`anipaint.models.store`) and the helper models
 (:mod:`anipaint.models.helpers`) both carry it, which is why it sits below both rather than in the store: the store
-prepares the helper models along with the styles, so they cannot ask the store for it.
+converts the helper models along with the styles, so they cannot ask the store for it.
 """
 
 from __future__ import annotations

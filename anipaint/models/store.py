@@ -7,7 +7,7 @@ Layout under ``settings.home``::
     models/face/, models/segmenter/           the helper models (:mod:`.helpers`)
     downloads/<source path>                   files fetched by `anipaint models fetch` (:mod:`.fetch`)
 
-``prepare`` is idempotent (an artefact whose meta matches its sources is kept) and safe when several processes
+:func:`convert` is idempotent (an artefact whose meta matches its sources is kept) and safe when several processes
 run it at once: each style is converted under a file lock into a temporary folder that is renamed into place.
 Which styles are offered and usable here, and which one a name means, is :mod:`anipaint.models.availability`'s question.
 """
@@ -27,7 +27,7 @@ from anipaint import importers
 from anipaint.errors import ModelStoreError
 from anipaint.models import stamp
 from anipaint.models.downloads import sha256_file
-from anipaint.models.helpers import prepare_face_detector, prepare_segmenter
+from anipaint.models.helpers import install_face_detector, install_segmenter
 from anipaint.models.registry import Style, all_styles, get_style
 from anipaint.models.sources import fetch_source, locate_source
 from anipaint.settings import Settings, get_settings
@@ -56,7 +56,7 @@ def _expected_meta(style: Style, paths: list[Path]) -> dict:
     }
 
 
-def is_prepared(style: Style, settings: Settings | None = None) -> bool:
+def is_converted(style: Style, settings: Settings | None = None) -> bool:
     meta = stamp.read_meta(style_dir(style, settings))
     return (
         bool(meta)
@@ -83,7 +83,7 @@ def _verified_sources(style: Style, settings: Settings) -> list[Path]:
     return paths
 
 
-def prepare_style(style: Style, settings: Settings | None = None, *, force: bool = False) -> dict:
+def convert_style(style: Style, settings: Settings | None = None, *, force: bool = False) -> dict:
     """Convert one style into the store unless an up-to-date artefact is there. Returns its meta."""
     s = _settings(settings)
     s.models_dir.mkdir(parents=True, exist_ok=True)
@@ -92,7 +92,7 @@ def prepare_style(style: Style, settings: Settings | None = None, *, force: bool
     with FileLock(str(s.models_dir / f".{style.id}.lock")):
         expected = _expected_meta(style, paths)
         meta = stamp.read_meta(target)
-        if not force and meta and all(meta.get(k) == v for k, v in expected.items()) and is_prepared(style, s):
+        if not force and meta and all(meta.get(k) == v for k, v in expected.items()) and is_converted(style, s):
             return meta
         work = Path(tempfile.mkdtemp(prefix=f".{style.id}-", dir=s.models_dir))
         try:
@@ -115,14 +115,14 @@ def prepare_style(style: Style, settings: Settings | None = None, *, force: bool
         return meta
 
 
-def prepare_fetched(style: Style, paths: list[Path], settings: Settings | None = None, *,
+def convert_fetched(style: Style, paths: list[Path], settings: Settings | None = None, *,
                     force: bool = False) -> dict:
-    """:func:`prepare_style` for source files just fetched (``paths``, in the style's order). A file without a
+    """:func:`convert_style` for source files just fetched (``paths``, in the style's order). A file without a
     published checksum is only trusted once it converts: a downloaded one that does not convert is deleted again,
     so a wrong file never makes a style look available."""
     s = _settings(settings)
     try:
-        return prepare_style(style, s, force=force)
+        return convert_style(style, s, force=force)
     except ModelStoreError:
         for src, path in zip(style.sources, paths, strict=True):
             if src.sha256 is None and path.is_relative_to(s.home / "downloads"):
@@ -130,7 +130,7 @@ def prepare_fetched(style: Style, paths: list[Path], settings: Settings | None =
         raise
 
 
-def prepare(
+def convert(
     style_ids: Iterable[str] | None = None,
     settings: Settings | None = None,
     *,
@@ -150,25 +150,25 @@ def prepare(
             outcome, detail = "skipped", "source missing"
         else:
             try:
-                prepare_style(style, s, force=force)
+                convert_style(style, s, force=force)
                 outcome, detail = "ok", ""
             except ModelStoreError as exc:
                 outcome, detail = "failed", str(exc)
         results[style.id] = outcome if not detail else f"{outcome}: {detail}"
         if on_result:
             on_result(style.id, outcome, detail)
-    detector = prepare_face_detector(s)
+    detector = install_face_detector(s)
     results["face-detector"] = "ok" if detector else "skipped: source missing"
-    results["segmenter"] = "ok" if prepare_segmenter(s) else "skipped: source missing"
+    results["segmenter"] = "ok" if install_segmenter(s) else "skipped: source missing"
     return results
 
 
-def ensure_prepared(style: Style, settings: Settings | None = None) -> Path:
+def ensure_converted(style: Style, settings: Settings | None = None) -> Path:
     """The artefact for a style, converting it (and with ``auto_fetch``, downloading it) on first use."""
     s = _settings(settings)
-    if not is_prepared(style, s):
+    if not is_converted(style, s):
         if s.auto_fetch and any(locate_source(src, s) is None for src in style.sources):
-            prepare_fetched(style, [fetch_source(src, s) for src in style.sources], s)
+            convert_fetched(style, [fetch_source(src, s) for src in style.sources], s)
         else:
-            prepare_style(style, s)
+            convert_style(style, s)
     return artefact_path(style, settings)

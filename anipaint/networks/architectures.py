@@ -32,7 +32,7 @@ class Architecture:
     # Full-resolution pictures are painted exactly, layer by layer over row strips in scratch files
     # (anipaint.engine.strips), so they need scratch space. For imported graphs: those whose ops all stream;
     # the others paint in tiles, and the service's scratch check is then on the safe side.
-    streams: bool = False
+    has_strips: bool = False
     # How the fast builds are made: "network" exports the eager network (anipaint.engine.compile.graph_program);
     # "weights" rebuilds AnimeGAN v2 from its state dict as the engine's own export graph (engine/compile/v2_graph.py).
     builds_from: str = "network"
@@ -80,18 +80,18 @@ ARCHITECTURES: dict[str, Architecture] = {
     for row in (
         Architecture(
             "animeganv2", _v2("tf"), ("torch", "compiled", "int8", "onnxruntime", "strips"),
-            reference=_v2_reference, streams=True, builds_from="weights",
+            reference=_v2_reference, has_strips=True, builds_from="weights",
             description="AnimeGANv2 with the official TensorFlow graph's semantics (TF1 resize, eps 1e-12)",
         ),
         Architecture(
             # The fast export graphs compute TF semantics, so only the strip executor (which follows the
             # module's semantics) speeds these up.
-            "animeganv2-port", _v2("port"), ("torch", "strips"), streams=True, builds_from="weights",
+            "animeganv2-port", _v2("port"), ("torch", "strips"), has_strips=True, builds_from="weights",
             description="AnimeGANv2 with the PyTorch port's semantics (align_corners resize, eps 1e-5)",
         ),
-        Architecture("animeganv1", _v1, ("torch", "compiled", "strips"), streams=True,
+        Architecture("animeganv1", _v1, ("torch", "compiled", "strips"), has_strips=True,
                      description="AnimeGAN v1"),
-        Architecture("graph", _graph, ("torch", "compiled", "onnxruntime"), streams=True,
+        Architecture("graph", _graph, ("torch", "compiled", "onnxruntime"), has_strips=True,
                      description="an imported graph (graph IR)"),
     )
 }

@@ -96,7 +96,7 @@ def _truthful_openapi(app: FastAPI, s: Settings) -> Callable[[], dict]:
 
     Which styles paint here changes only when their files are added or removed (``anipaint models fetch`` or
     ``add``, a deleted store): the store counts a style whose sources are here as available before it is
-    converted, so background preparation converts styles already listed and never adds one. The document is
+    converted, so background warm-up converts styles already listed and never adds one. The document is
     therefore built once and rebuilt whenever that set differs (a few file checks per request of the document),
     so it is true whenever it is fetched; a style that stops being available in between, or whose conversion
     fails, is answered 400, which the paint routes document."""

@@ -84,7 +84,7 @@ def paint_clip(painter, data: bytes, options: PaintOptions, s: Settings, on_fram
     container = video.looks_like_video(data)
     folder = scratch.location(s)
     folder.mkdir(parents=True, exist_ok=True)
-    # Named like the streaming code's files, so that a crash's leftovers are swept at the next start.
+    # Named like the strips' per-paint folders, so that a crash's leftovers are swept at the next start.
     with tempfile.TemporaryDirectory(prefix=f"anipaint-strips-{os.getpid()}-clip-", dir=folder) as tmp:
         src = Path(tmp) / f"input.{container or 'anim'}"
         src.write_bytes(data)

@@ -215,8 +215,8 @@ def check_full_resolution(s: Settings, style: Style, width: int, height: int) ->
             f"full resolution is limited to {budget / 1e6:.1f} MP here and this picture has {pixels / 1e6:.1f} MP; "
             "choose a smaller size (max_side)",
         )
-    streams = get_architecture(style.architecture).streams and s.large_mode.lower() == "exact"
-    if streams and tiling.needs_tiling(height, width, s.tile_size):
+    in_strips = get_architecture(style.architecture).has_strips and s.large_in_strips
+    if in_strips and tiling.needs_tiling(height, width, s.tile_size):
         if scratch.free_bytes(s) < scratch.needed_bytes(width, height) + s.scratch_reserve_bytes:
             raise HTTPException(
                 507,

@@ -1,5 +1,5 @@
 """Start-up in the background: prepare the default style's model, load it, then hand the rest to a
-:class:`~anipaint.warmup.Preparer` (the other styles, the fast engines) so the page paints meanwhile.
+:class:`~anipaint.warmup.Warmup` (the other styles, the fast engines) so the page paints meanwhile.
 
 ``/healthz`` answers at once; ``/readyz`` turns 200 when the default painter is warm.
 """
@@ -25,14 +25,14 @@ class Readiness:
         self.style_id: str | None = None
         self.error: str | None = None
         self._thread: threading.Thread | None = None
-        self.preparer = warmup.Preparer(settings)
+        self.background = warmup.Warmup(settings)
 
     def states(self) -> list[warmup.StyleState]:
         """Each style: ready, converting, optimising or unavailable (and why)."""
-        return warmup.style_states(self.settings, self.preparer if self.warm else None)
+        return warmup.style_states(self.settings, self.background if self.warm else None)
 
     def stop(self) -> None:
-        self.preparer.stop()
+        self.background.stop()
 
     def start(self) -> None:
         if self._thread is None:
@@ -50,9 +50,9 @@ class Readiness:
                 self.ready, self.state = True, "ready"
                 return
             self.state = f"preparing the {style.id} model"
-            store.prepare_style(style, s)
+            store.convert_style(style, s)
             if s.faces:
-                helpers.prepare_face_detector(s)
+                helpers.install_face_detector(s)
             self.state = f"loading the {style.id} model"
             get_painter(style.id, s).warm()
             self.ready, self.state = True, "ready"
@@ -64,6 +64,6 @@ class Readiness:
             return
         # Everything else (the other styles, every fast engine) is done in the background, out of paints' way.
         try:
-            self.preparer.start(first=style.id)
+            self.background.start(first=style.id)
         except Exception:  # noqa: BLE001 - styles still convert on first use
-            log.exception("background preparation could not start")
+            log.exception("background warm-up could not start")

@@ -88,7 +88,7 @@ class Thumbnails:
         from anipaint import faces
         from anipaint.models import helpers
 
-        model = helpers.prepare_face_detector(self.settings)
+        model = helpers.install_face_detector(self.settings)
         photo = np.asarray(self._photo if self._photo is not None else sample)
         found = faces.get_face_detector(self.settings, model).detect(photo) if model is not None else []
         if not found:

@@ -1,4 +1,4 @@
-"""First run on an empty store: the server paints in its default style before the background preparation is
+"""First run on an empty store: the server paints in its default style before the background warm-up is
 done, says what each style is doing, and moves the style onto its fast engine without a restart.
 
 The sources folder holds two styles: a PyTorch-port AnimeGANv2 file (the default; ``auto`` measures its plain

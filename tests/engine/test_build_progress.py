@@ -1,4 +1,4 @@
-"""``anipaint models prepare`` and the server's background preparation show their own steps and one line per
+"""``anipaint models prepare`` and the server's background warm-up show their own steps and one line per
 style, not the libraries' warnings, glog lines and exporter prints; ``-v`` lets those through.
 
 Each run starts from a fresh home. Compiling is left out (the session's v3-cute builds are copied in), but one
@@ -127,7 +127,7 @@ def test_verbose_shows_the_exporters_noise(own_build_home, sources) -> None:
 
 
 def test_the_server_log_gets_one_line_per_style_and_no_library_noise(tmp_path, sources, v3_cute_built) -> None:
-    """The background preparation (a child process) exports v3-cute's ONNX build and measures; the server's log
+    """The background warm-up (a child process) exports v3-cute's ONNX build and measures; the server's log
     says when the engine is ready, and nothing of what torch said on the way."""
     src = tmp_path / "sources" / "animeganv3"
     src.mkdir(parents=True)

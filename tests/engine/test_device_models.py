@@ -171,7 +171,7 @@ def test_an_upsampling_whose_midpoints_are_used_elsewhere_keeps_that_axis() -> N
 
 
 def test_asked_for_by_two_at_once_the_device_model_is_made_once(device_model, tmp_path, caplog) -> None:
-    """``models prepare`` and a server's background preparation (or two of a server's requests) may ask for a
+    """``models prepare`` and a server's background warm-up (or two of a server's requests) may ask for a
     style's device model at the same time: one makes it, the other waits and reads it."""
     import logging
     import shutil

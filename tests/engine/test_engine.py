@@ -30,7 +30,7 @@ SEAM_BAR = 40.0  # the issue's bar for large pictures against one untiled pass (
 # Independent tiles against one untiled pass, 640 px photos in 256 px tiles overlapping 64 px. Each tile
 # normalises with its own statistics (see tiling.py), so v2's layer norm gives 26-30 dB and v1's instance norm
 # 20-22 dB here; v3-cute reaches 40-42 dB. These floors catch blending bugs; the seam test below checks what the
-# eye sees. v1 and v2 by default don't tile at all (large_mode="exact", tested against SEAM_BAR further down).
+# eye sees. v1 and v2 by default don't tile at all (large_mode="strips", tested against SEAM_BAR further down).
 TILE_BARS = {"v2-hayao": 24.0, "v1-hayao": 18.0, "v3-cute": 38.0}
 EAGER_BAR = 40.0  # a fast backend of a graph or v1 style against that style's own eager network
 # The original files and the runtime that runs each (tests/support/tf_reference.py kinds).
@@ -44,7 +44,7 @@ NON_SQUARE = {**ORIGINALS, "v3-hayao": ("onnx", "animeganv3/AnimeGANv3_Hayao_36_
 @pytest.fixture(scope="module")
 def settings(prepared_store):
     s = reload_settings()
-    missing = [i for i in ("v2-hayao", "v1-hayao", "v3-cute", *ORIGINALS) if not store.is_prepared(get_style(i), s)]
+    missing = [i for i in ("v2-hayao", "v1-hayao", "v3-cute", *ORIGINALS) if not store.is_converted(get_style(i), s)]
     assert not missing, f"not converted: {missing}"
     return dataclasses.replace(s, tile_size=256, tile_overlap=64)
 
@@ -310,7 +310,7 @@ def test_tiles_blend_without_seams(style_id, backend, settings, group_photo, aut
     if not artefact.is_file():
         pytest.skip(f"{style_id} not prepared")
     engine = Engine(style, artefact, dataclasses.replace(settings, large_mode="tiles"), backend=backend)
-    assert not engine.streams_large
+    assert not engine.large_in_strips
     rgb = _photo(group_photo, 640)  # 640x640 > four 256 px tiles: painted in 3x3 tiles
     assert tiling.needs_tiling(*rgb.shape[:2], settings.tile_size)
     tiled = engine.run(rgb)
@@ -330,7 +330,7 @@ def test_tiles_blend_without_seams(style_id, backend, settings, group_photo, aut
 def test_large_pictures_match_one_untiled_pass(style_id, backend, settings, group_photo, auto_record, tmp_path):
     style, artefact = get_style(style_id), store.artefact_path(get_style(style_id), settings)
     exact = Engine(style, artefact, dataclasses.replace(settings, scratch_dir=tmp_path), backend=backend)
-    assert exact.streams_large
+    assert exact.large_in_strips
     img = group_photo.convert("RGB")
     rgb = np.asarray(img.resize((642, round(642 * img.height / img.width)), Image.LANCZOS))  # sides not ×4
     assert tiling.needs_tiling(*rgb.shape[:2], settings.tile_size)
@@ -347,7 +347,7 @@ def test_large_pictures_match_one_untiled_pass(style_id, backend, settings, grou
 
 
 def test_streamed_port_semantics_match_the_port_module(settings):
-    from anipaint.engine.strips import StreamedV2
+    from anipaint.engine.strips import StripV2
     from anipaint.networks.animeganv2 import Generator
 
     sd = torch.load(store.artefact_path(get_style("v2-hayao"), settings), map_location="cpu", weights_only=True)
@@ -356,18 +356,18 @@ def test_streamed_port_semantics_match_the_port_module(settings):
     rgb = _photo(Image.fromarray(pytest.importorskip("skimage.data").astronaut()), 300)[:, :-2]  # 300x298
     with torch.inference_mode():
         want = from_tensor(port(to_tensor(rgb)))
-    assert psnr(StreamedV2(sd, "port").paint(rgb), want) >= 45.0
-    assert psnr(StreamedV2(sd, "tf").paint(rgb), want) < 40.0  # the two semantics really differ
+    assert psnr(StripV2(sd, "port").paint(rgb), want) >= 45.0
+    assert psnr(StripV2(sd, "tf").paint(rgb), want) < 40.0  # the two semantics really differ
 
 
 def test_one_streamed_network_paints_for_several_threads_at_once(settings, photos):
     """The engine (and its strip executor) is shared by concurrent jobs: their paints must not mix."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from anipaint.engine.strips import StreamedV2
+    from anipaint.engine.strips import StripV2
 
     sd = torch.load(store.artefact_path(get_style("v2-hayao"), settings), map_location="cpu", weights_only=True)
-    streamed = StreamedV2(sd)
+    streamed = StripV2(sd)
     pictures = [photos["group"][:256, :320], photos["astronaut"][:288, :256], photos["coffee"][:256, :256]]
     alone = [streamed.paint(p) for p in pictures]
     with ThreadPoolExecutor(3) as pool:
@@ -394,7 +394,7 @@ def test_a_full_disk_is_a_clear_error_and_leaves_no_files(settings, tmp_path, mo
 
     monkeypatch.setattr(row_sources.os, "posix_fallocate", fallocate)
     with pytest.raises(ScratchSpaceError, match="not enough free disk"):
-        strips.StreamedV2(sd, folder=tmp_path).paint(np.zeros((64, 64, 3), np.uint8))
+        strips.StripV2(sd, folder=tmp_path).paint(np.zeros((64, 64, 3), np.uint8))
     assert list(tmp_path.iterdir()) == []
 
 

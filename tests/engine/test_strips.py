@@ -14,7 +14,7 @@ import pytest
 from PIL import Image
 
 from anipaint.engine import Engine, from_tensor, load_network, tiling, to_tensor
-from anipaint.engine.strips import StreamedGraph, for_network, graph_plan
+from anipaint.engine.strips import StripGraph, for_network, graph_plan
 from anipaint.errors import ScratchSpaceError
 from anipaint.models import store
 from anipaint.models.registry import all_styles, get_style
@@ -37,21 +37,21 @@ def _picture(width: int, height: int) -> np.ndarray:
 
 
 def test_the_v3_graphs_are_streamed(settings):
-    graphs = [s.id for s in all_styles() if store.is_prepared(s, settings)
+    graphs = [s.id for s in all_styles() if store.is_converted(s, settings)
               and isinstance(load_network(s, store.artefact_path(s, settings)), GraphModule)]
     assert {"v3-hayao", "v3-shinkai"} <= set(graphs), graphs
     for style_id in graphs:
         style = get_style(style_id)
-        assert Engine(style, store.artefact_path(style, settings), settings).streams_large, style_id
+        assert Engine(style, store.artefact_path(style, settings), settings).large_in_strips, style_id
 
 
 def test_every_architecture_that_streams_has_a_strip_executor():
     """An architecture row saying it paints full resolution exactly is backed by the streaming table, and only
     those rows are (the service's 507 admission and the engine read the row)."""
-    from anipaint.engine.strips import STREAMERS
+    from anipaint.engine.strips import STRIP_RUNNERS
     from anipaint.networks.architectures import ARCHITECTURES
 
-    assert set(STREAMERS) == {name for name, row in ARCHITECTURES.items() if row.streams}
+    assert set(STRIP_RUNNERS) == {name for name, row in ARCHITECTURES.items() if row.has_strips}
 
 
 # AnimeGAN v1/v2 have their own streaming tests (test_engine: strips against one untiled pass)
@@ -66,11 +66,11 @@ def test_every_graph_style_streams_exactly_like_one_whole_pass(style_id, setting
     monkeypatch.setattr(graph_plan, "STRIP_BYTES", graph_plan.STRIP_BYTES // 4)
     settings = dataclasses.replace(settings, tile_size=128, tile_overlap=32)
     style = get_style(style_id)
-    assert store.is_prepared(style, settings), f"{style_id} was not converted"
+    assert store.is_converted(style, settings), f"{style_id} was not converted"
     engine = Engine(style, store.artefact_path(style, settings), dataclasses.replace(settings, scratch_dir=tmp_path))
     assert isinstance(engine.network, GraphModule)
     rgb = _picture(331, 243)
-    assert tiling.needs_tiling(*rgb.shape[:2], settings.tile_size) and engine.streams_large
+    assert tiling.needs_tiling(*rgb.shape[:2], settings.tile_size) and engine.large_in_strips
     seen: list[float] = []
     got = engine.run(rgb, seen.append)
     whole = from_tensor(engine.run_float(to_tensor(rgb)))
@@ -87,7 +87,7 @@ def test_v3_hayao_at_1283x967_matches_one_whole_pass(settings, tmp_path):
     style = get_style("v3-hayao")
     module = load_network(style, store.artefact_path(style, settings))
     rgb = _picture(1283, 967)
-    got = StreamedGraph(module, folder=tmp_path).paint(rgb)
+    got = StripGraph(module, folder=tmp_path).paint(rgb)
     whole = from_tensor(module(to_tensor(rgb)))
     assert psnr(got, whole) >= EXACT_BAR
 

@@ -43,7 +43,7 @@ def face_model(prepared_store, engine_builds):
 def crops(sources, group_photo: Image.Image, astronaut: Image.Image) -> list[np.ndarray]:
     """Aligned 512 px crops (RGB uint8) of every face in the group photo and the astronaut."""
     settings = get_settings()
-    detector = get_face_detector(settings, helpers.prepare_face_detector(settings))
+    detector = get_face_detector(settings, helpers.install_face_detector(settings))
     out = []
     for photo in (np.asarray(group_photo), np.asarray(astronaut)):
         out.extend(align_face(photo, face, 512)[0] for face in detector.detect(photo))

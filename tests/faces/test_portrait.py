@@ -46,7 +46,7 @@ def segment(sources):
 @pytest.fixture(scope="module")
 def detector(sources):
     settings = get_settings()
-    return get_face_detector(settings, helpers.prepare_face_detector(settings))
+    return get_face_detector(settings, helpers.install_face_detector(settings))
 
 
 class Run:
@@ -187,7 +187,7 @@ def test_full_resolution_with_background_style(painter, detector, segment):
 def test_face_model_alone_restyles_faces_only(group):
     """Asked to paint a whole picture, the face model changes the faces and leaves the rest the photo."""
     result = get_painter("v3-jp-face").paint_result(Image.open(GROUP_PHOTO))
-    diff = np.abs(rgb(result.image).astype(float) - preprocess.prepare(Image.open(GROUP_PHOTO), 512).rgb)
+    diff = np.abs(rgb(result.image).astype(float) - preprocess.to_work_image(Image.open(GROUP_PHOTO), 512).rgb)
     assert result.faces_found == 3
     assert diff[group.away_from_faces()].max() <= 1
     for mask in group.masks:

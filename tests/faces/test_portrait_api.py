@@ -47,7 +47,7 @@ def test_predict_portrait_restyles_the_faces_of_a_group(server, group, prepared_
     assert body["faces_found"] >= 2, body
     photo = np.asarray(Image.open(io.BytesIO(group)).convert("RGB"))
     settings = get_settings()
-    faces = get_face_detector(settings, helpers.prepare_face_detector(settings)).detect(photo)
+    faces = get_face_detector(settings, helpers.install_face_detector(settings)).detect(photo)
     assert len(faces) == body["faces_found"]
     diff = np.abs(portrait.astype(np.float32) - plain).mean(axis=2)
     for face in faces:

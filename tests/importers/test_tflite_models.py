@@ -150,8 +150,8 @@ def test_load_segmenter_through_the_store(sources: Path, group_photo: Image.Imag
     from anipaint.settings import reload_settings
 
     settings = reload_settings()
-    first = helpers.prepare_segmenter(settings)
-    assert first is not None and helpers.prepare_segmenter(settings) == first
+    first = helpers.install_segmenter(settings)
+    assert first is not None and helpers.install_segmenter(settings) == first
     segment = load_segmenter(settings)
     for name, img in (("group", group_photo), ("astronaut", astronaut)):
         rgb = np.asarray(img.convert("RGB"))

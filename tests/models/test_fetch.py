@@ -163,7 +163,7 @@ def test_a_savedmodel_style_comes_as_several_files(tmp_path, sources):
         assert path == settings.home / "downloads" / src.path and sha256(path) == src.sha256
     assert any("/variables/" in src.path for src in style.sources)
     status = {st.style.id: st for st in availability.style_status(settings)}[style.id]
-    assert status.available and not status.prepared
+    assert status.available and not status.converted
 
 
 def test_fetch_without_names_gets_every_style_and_the_helper_models(tmp_path, sources):

@@ -26,30 +26,30 @@ def _settings(home: Path, sources: Path | None = None):
 
 def test_prepare_twice_is_a_no_op(tmp_path, sources):
     s = _settings(tmp_path / "home")
-    first = store.prepare(["v1-paprika"], s)
+    first = store.convert(["v1-paprika"], s)
     assert first["v1-paprika"] == "ok"
     artefact = store.artefact_path(get_style("v1-paprika"), s)
     mtime = artefact.stat().st_mtime_ns
-    second = store.prepare(["v1-paprika"], s)
+    second = store.convert(["v1-paprika"], s)
     assert second["v1-paprika"] == "ok"
     assert artefact.stat().st_mtime_ns == mtime  # not converted again
-    assert store.is_prepared(get_style("v1-paprika"), s)
+    assert store.is_converted(get_style("v1-paprika"), s)
 
 
 def test_artefacts_converted_by_other_code_are_rebuilt(tmp_path, sources, monkeypatch):
     """A store made by an older anipaint (other importer code) is converted again, keeping engine builds."""
     s = _settings(tmp_path / "home")
     style = get_style("v1-paprika")
-    assert store.prepare(["v1-paprika"], s)["v1-paprika"] == "ok"
+    assert store.convert(["v1-paprika"], s)["v1-paprika"] == "ok"
     engine_dir = store.style_dir(style, s) / "engine"
     engine_dir.mkdir()
     (engine_dir / "kept.pt2").write_bytes(b"build keyed by the artefact's checksum")
     mtime = store.artefact_path(style, s).stat().st_mtime_ns
     monkeypatch.setattr(stamp, "converter_digest", lambda: "0123456789abcdef")  # "the code changed"
-    assert not store.is_prepared(style, s)
-    assert store.prepare(["v1-paprika"], s)["v1-paprika"] == "ok"
+    assert not store.is_converted(style, s)
+    assert store.convert(["v1-paprika"], s)["v1-paprika"] == "ok"
     assert store.artefact_path(style, s).stat().st_mtime_ns != mtime
-    assert store.is_prepared(style, s)
+    assert store.is_converted(style, s)
     assert (engine_dir / "kept.pt2").is_file()
 
 
@@ -97,7 +97,7 @@ def test_checksum_mismatch_is_reported_not_converted(tmp_path, sources):
     shard.chmod(0o644)
     shard.write_bytes(bytes(data))
     s = _settings(tmp_path / "home", bad)
-    results = store.prepare(["v1-hayao", "v1-shinkai"], s)
+    results = store.convert(["v1-hayao", "v1-shinkai"], s)
     assert results["v1-hayao"].startswith("failed") and "checksum mismatch" in results["v1-hayao"]
     assert results["v1-shinkai"].startswith("skipped")
     statuses = {st.style.id: st for st in availability.style_status(s)}

@@ -46,3 +46,10 @@ def test_cli_reports_a_bad_variable_in_one_line():
                           text=True, timeout=120)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == ["anipaint: error: ANIPAINT_JOBS='many': expected a whole number"]
+
+
+@pytest.mark.parametrize("value,in_strips", [(None, True), ("strips", True), ("exact", True), ("tiles", False)])
+def test_large_pictures_are_painted_in_strips_by_default_and_exact_still_means_strips(value, in_strips):
+    """``ANIPAINT_LARGE_MODE=exact`` is what earlier releases documented; it keeps meaning the strips."""
+    s = settings_from_env({"ANIPAINT_LARGE_MODE": value} if value else {})
+    assert s.large_in_strips is in_strips

@@ -201,7 +201,7 @@ def test_a_restart_paints_queued_jobs_and_fails_running_ones(tmp_path: Path, run
 
 
 def test_a_job_paint_tells_the_background_preparation_it_is_painting(store, runner) -> None:
-    """While a job paints, the background preparation hears that the server is busy (it pauses its builds), and
+    """While a job paints, the background warm-up hears that the server is busy (it pauses its builds), and
     hears when it is done."""
     from anipaint import warmup
 

@@ -30,7 +30,7 @@ def test_face_styles_paint_an_aligned_face(thumbs, style) -> None:
     crop = np.asarray(thumbs.sample_for(style))
     assert crop.shape == (SIDE, SIDE, 3)
     settings = reload_settings()
-    found = faces.get_face_detector(settings, helpers.prepare_face_detector(settings)).detect(crop)
+    found = faces.get_face_detector(settings, helpers.install_face_detector(settings)).detect(crop)
     assert len(found) == 1  # one face, filling the crop as the face pass aligns it
     x, y, w, h = found[0].box
     assert w * h > 0.2 * SIDE * SIDE and abs(x + w / 2 - SIDE / 2) < SIDE / 6

@@ -9,7 +9,7 @@ encode) in turns with its yardstick in the same process (:mod:`anipaint.cli.benc
   ONNX Runtime (and LiteRT where installed) running the same network, and faces on/off and portrait mode with the
   default style; then :mod:`anipaint.cli.bench.compiled_steps`, v3-hayao's package with the compiled form's rewrites
   added one at a time;
-* :mod:`anipaint.cli.bench.full_table`: exact full resolution per streaming style (v3-hayao, v3-shinkai, v2, v1), the
+* :mod:`anipaint.cli.bench.full_table`: exact full resolution per strip style (v3-hayao, v3-shinkai, v2, v1), the
   strip executor against one whole-picture pass (time, PSNR), and 4096 px in a child process for its peak RSS;
 * :mod:`anipaint.cli.bench.video_table`: a real clip at 512 px with the default style, frames per second with
   temporal consistency off and on.

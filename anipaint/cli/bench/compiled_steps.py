@@ -32,12 +32,12 @@ def step_rows(settings, photo: bytes, rounds: int) -> list[Row]:
     from anipaint.quality import psnr
 
     style = get_style(STYLE)
-    if store.prepare([STYLE], settings).get(STYLE) != "ok":
+    if store.convert([STYLE], settings).get(STYLE) != "ok":
         return [Row(f"{STYLE} compiled-form steps", float("nan"), note="not available here")]
     artefact = store.artefact_path(style, settings)
     network = load_network(style, artefact)
     dtype = fast_conv_dtype()
-    work_hw = preprocess.prepare(imaging.load_image(photo), 512).rgb.shape[:2]
+    work_hw = preprocess.to_work_image(imaging.load_image(photo), 512).rgb.shape[:2]
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="anipaint-steps-") as tmp:
         runs = {}

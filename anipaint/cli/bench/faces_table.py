@@ -34,7 +34,7 @@ def measure(settings: Settings, photo: bytes, style_id: str, modes: list[str], s
     from anipaint.painter import get_painter
 
     painter = get_painter(style_id, settings).warm()
-    detector = get_face_detector(settings, helpers.prepare_face_detector(settings))
+    detector = get_face_detector(settings, helpers.install_face_detector(settings))
 
     def run(mode: str):
         def paint() -> None:
@@ -61,17 +61,17 @@ def ratios(per_round: dict[str, list[float]], mode: str) -> list[float]:
 
 def faces_rows(settings: Settings, photo: bytes, rounds: int) -> list[Row]:
     """The default style on the group photo at 512 px: plain, faces on, portrait (where its models are here)."""
-    from anipaint.engine import prepare
+    from anipaint.engine import build_backends
     from anipaint.models import helpers, store
     from anipaint.models.registry import get_style
 
-    if helpers.prepare_face_detector(settings) is None:
+    if helpers.install_face_detector(settings) is None:
         return [Row("faces and portrait", float("nan"), note="no face detector here")]
-    portrait = all(store.prepare([s], settings).get(s) == "ok" for s in NEEDS["portrait"])
+    portrait = all(store.convert([s], settings).get(s) == "ok" for s in NEEDS["portrait"])
     if portrait:  # the face model on the engine auto picks, as a prepared store serves it (not its eager network)
         for style_id in NEEDS["portrait"]:
             style = get_style(style_id)
-            prepare(style, store.artefact_path(style, settings), settings, "auto")
+            build_backends(style, store.artefact_path(style, settings), settings, "auto")
     modes = ["faces", "portrait"] if portrait else ["faces"]
     per_round, backend = measure(settings, photo, settings.default_style, modes, 512, max(rounds, 3))
     name = f"{settings.default_style} ({backend})"

@@ -92,7 +92,7 @@ def pipeline(photo: bytes, paint: Callable[[np.ndarray], np.ndarray], side: int 
 
     def run() -> np.ndarray:
         img = imaging.load_image(photo)
-        work = preprocess.prepare(img, side)
+        work = preprocess.to_work_image(img, side)
         painted = paint(work.rgb)
         imaging.encode_png(postprocess.finish(painted, work.alpha))
         return painted

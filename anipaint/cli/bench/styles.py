@@ -141,22 +141,22 @@ def anchors(style_id: str, network, settings, work_hw: tuple[int, int]) -> dict[
 def style_rows(settings, photo: bytes, rounds: int) -> tuple[list[Row], dict]:
     """Rows for :data:`STYLES`, faces on/off and portrait mode; also each style's auto record (build, measuring)."""
     from anipaint import imaging, preprocess
-    from anipaint.engine import backends, load_network, prepare
+    from anipaint.engine import backends, build_backends, load_network
     from anipaint.models import store
     from anipaint.models.registry import get_style
     from anipaint.quality import psnr
 
     rows: list[Row] = []
     records: dict[str, dict] = {}
-    work_hw = preprocess.prepare(imaging.load_image(photo), 512).rgb.shape[:2]
+    work_hw = preprocess.to_work_image(imaging.load_image(photo), 512).rgb.shape[:2]
     for style_id in STYLES:
         style = get_style(style_id)
-        if store.prepare([style_id], settings).get(style_id) != "ok":
+        if store.convert([style_id], settings).get(style_id) != "ok":
             rows.append(Row(style_id, float("nan"), note="not available here"))
             continue
         artefact = store.artefact_path(style, settings)
         print(f"building/measuring backends for {style_id} …", file=sys.stderr, flush=True)
-        records[style_id] = prepare(style, artefact, settings, "auto")
+        records[style_id] = build_backends(style, artefact, settings, "auto")
         network = load_network(style, artefact)
         painters = {name: backends.open_named(name, style, artefact, settings, network)
                     for name in backends.applicable(style)}

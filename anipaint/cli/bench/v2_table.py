@@ -82,7 +82,7 @@ def v2_rows(settings, photo: bytes, rounds: int, quick: bool) -> tuple[list[Row]
     """The v2 table's rows, the auto record and the served painter (for the profile)."""
     from PIL import Image
 
-    from anipaint.engine import Engine, backends, builds, load_network, prepare
+    from anipaint.engine import Engine, backends, build_backends, builds, load_network
     from anipaint.engine.compile.v2_graph import V2Graph
     from anipaint.models import store
     from anipaint.models.registry import get_style
@@ -90,9 +90,9 @@ def v2_rows(settings, photo: bytes, rounds: int, quick: bool) -> tuple[list[Row]
     from anipaint.quality import psnr
 
     style = get_style(STYLE)
-    artefact = store.ensure_prepared(style, settings)
+    artefact = store.ensure_converted(style, settings)
     print(f"building/measuring backends for {STYLE} (once per machine) …", file=sys.stderr, flush=True)
-    auto = prepare(style, artefact, settings, "auto")
+    auto = build_backends(style, artefact, settings, "auto")
     photo_file = Path(tempfile.mkdtemp(prefix="anipaint-bench-")) / "photo.jpg"
     photo_file.write_bytes(photo)
     sd = torch.load(artefact, map_location="cpu", weights_only=True)
@@ -165,14 +165,14 @@ def v2_rows(settings, photo: bytes, rounds: int, quick: bool) -> tuple[list[Row]
         rows.append(Row(f"{side} px, served engine", t.seconds, t_ref.seconds / t.seconds, cpu, rss,
                         psnr(got, ref_s()), t.foreign, note))
 
-    # 4. 4096 px at full resolution, in child processes for their peak RSS: exact (layer by layer, the
+    # 4. 4096 px at full resolution, in child processes for their peak RSS: strips (layer by layer, the
     # default) and independent tiles (faster, but each tile normalises with its own statistics)
     mp = 4096 * 4096 / 1e6
     per_mp_512 = served.seconds / (512 * 512 / 1e6)
-    for mode, label in (("exact", "exact, layer-streamed"),
+    for mode, label in (("strips", "strips, layer by layer"),
                         ("tiles", f"tiles {settings.tile_size}/{settings.tile_overlap}")):
         child = run_child("large", str(photo_file), "4096", mode, timeout=900)
-        backend = "strips" if mode == "exact" else child["backend"]
+        backend = "strips" if mode == "strips" else child["backend"]
         rows.append(Row(f"4096 px {label} ({backend})", child["times"][0], None, child["cpu"], child["rss_mb"],
                         None, None, f"{child['times'][0] / mp:.2f} s/MP vs {per_mp_512:.2f} at 512 px; child process"))
 
@@ -181,7 +181,7 @@ def v2_rows(settings, photo: bytes, rounds: int, quick: bool) -> tuple[list[Row]
     from anipaint.painter import get_painter
 
     painter = get_painter(STYLE, settings).warm()
-    if helpers.prepare_face_detector(settings) is not None:
+    if helpers.install_face_detector(settings) is not None:
         painter.paint(photo, faces=True)
         with_f, without = paired(lambda: painter.paint(photo, faces=True), lambda: painter.paint(photo, faces=False),
                                  rounds)

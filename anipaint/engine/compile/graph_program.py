@@ -3,7 +3,7 @@
 :class:`~anipaint.networks.graph_module.GraphModule` evaluates a graph's shape arithmetic (Shape → StridedSlice
 → Pack → Reshape / ResizeBilinear) on small integer tensors, read back with ``.tolist()``: fine eagerly, but a
 tracer sees data-dependent values there and gives up. :class:`ExportableGraph` runs the same op table with the
-shape values held as Python integers instead (:class:`Ints`), so under ``torch.export`` they become symbolic
+shape values held as Python numbers instead (:mod:`.shape_values`), so under ``torch.export`` they become symbolic
 sizes and one exported program serves every input size that is a multiple of the graph's stride. Everything
 else is the executor's own ops, plus a few choices made once, ahead of time, for speed:
 
@@ -20,8 +20,7 @@ this way (:func:`exportable` says why); they keep running eagerly.
 from __future__ import annotations
 
 import copy
-import math
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +30,7 @@ from torch import Tensor, nn
 
 from anipaint.engine.compile import column_convs, precision
 from anipaint.engine.compile.inductor import compile_package
+from anipaint.engine.compile.shape_values import ShapeValues, shape_op
 from anipaint.engine.tensors import from_tensor
 from anipaint.networks import graph_exec
 from anipaint.networks.graph_exec import Val
@@ -41,107 +41,6 @@ from anipaint.quality import faithful, far_share, psnr
 MIN_MULTIPLES = 3  # the exported programs take H and W of at least this many size multiples
 FIXED_SIDE = 512  # the size a graph that can't take symbolic sizes is exported at (and every export's example)
 FIXED_SIZE_KEY = "anipaint.fixed_size"  # package metadata: "HxW" when the program runs at that size only
-
-
-class Ints(Val):
-    """A shape value: Python integers (symbolic sizes while exporting) laid out as a tensor of ``dims``."""
-
-    __slots__ = ("vals", "dims")
-
-    def __init__(self, vals: list, dims: tuple[int, ...]) -> None:
-        self.vals, self.dims, self.is_nchw = list(vals), tuple(dims), False
-
-    @property
-    def t(self) -> Tensor:  # type: ignore[override] - materialised only where a tensor op wants the data
-        dtype = torch.float32 if any(isinstance(v, (float, torch.SymFloat)) for v in self.vals) else torch.int64
-        return torch.tensor(self.vals, dtype=dtype).reshape(self.dims)
-
-    def ints(self) -> list[int]:
-        return list(self.vals)
-
-    def nhwc(self) -> Tensor:
-        return self.t
-
-
-def _ints_binary(fn: Callable[[int, int], int]) -> Callable[[Ints, Ints], Ints]:
-    def run(a: Ints, b: Ints) -> Ints:
-        if len(a.vals) == 1 and len(b.vals) != 1:
-            return Ints([fn(a.vals[0], v) for v in b.vals], b.dims)
-        if len(b.vals) == 1:
-            return Ints([fn(v, b.vals[0]) for v in a.vals], a.dims if len(a.dims) >= len(b.dims) else b.dims)
-        return Ints([fn(x, y) for x, y in zip(a.vals, b.vals, strict=True)], a.dims)
-
-    return run
-
-
-_INT_BINARY = {
-    "Add": _ints_binary(lambda a, b: a + b), "AddV2": _ints_binary(lambda a, b: a + b),
-    "RealDiv": _ints_binary(lambda a, b: a / b),
-    "Sub": _ints_binary(lambda a, b: a - b), "Mul": _ints_binary(lambda a, b: a * b),
-    "FloorDiv": _ints_binary(lambda a, b: a // b), "Maximum": _ints_binary(max), "Minimum": _ints_binary(min),
-}
-
-
-def _cast(v, to_int: bool):
-    if to_int:
-        return torch.sym_int(v) if isinstance(v, torch.SymFloat) else int(v)
-    return torch.sym_float(v) if isinstance(v, torch.SymInt) else float(v)
-
-
-def _int_op(node: Node, args: list[Val], scalars: dict[str, Ints]) -> Ints | None:
-    """The shape-arithmetic ops on Python numbers; None when the node is a tensor op.
-
-    ``scalars`` are the graph's small float constants as numbers: a size scaled by 2.0 and floored (ONNX
-    exports compute resize sizes so) stays a symbolic size."""
-    op = node.op
-    if op == "Shape":
-        shape = list(args[0].nhwc().shape)
-        return Ints(shape, (len(shape),))
-    if any(isinstance(a, Ints) for a in args):
-        args = [scalars.get(name, a) for a, name in zip(args, node.inputs, strict=True)]
-    if not args or not all(isinstance(a, Ints) for a in args):
-        return None
-    if op in _INT_BINARY:
-        return _INT_BINARY[op](args[0], args[1])
-    if op in ("Identity", "StopGradient"):
-        return args[0]
-    if op == "Cast":
-        to_int = str(node.attrs.get("DstT", "DT_FLOAT")) in ("DT_INT32", "DT_INT64")
-        return Ints([_cast(v, to_int) for v in args[0].vals], args[0].dims)
-    if op == "Floor":
-        return Ints([math.floor(v) for v in args[0].vals], args[0].dims)
-    if op == "GatherV2" and args[2].vals == [0] and len(args[0].dims) == 1:
-        return Ints([args[0].vals[i] for i in args[1].vals], args[1].dims)
-    if op == "StridedSlice" and len(args[0].dims) == 1 and len(args[1].vals) == 1:
-        return _slice_1d(node, args[0], args[1].vals[0], args[2].vals[0], args[3].vals[0])
-    if op == "Pack" and int(node.attrs.get("axis", 0)) == 0 and all(a.dims in ((), (1,)) for a in args):
-        return Ints([a.vals[0] for a in args], (len(args),))
-    if op in ("ConcatV2", "Concat"):
-        return Ints([v for a in args[:-1] for v in a.vals], (sum(len(a.vals) for a in args[:-1]),))
-    if op == "Range":
-        start, limit, delta = (a.vals[0] for a in args)
-        vals = list(range(start, limit, delta))
-        return Ints(vals, (len(vals),))
-    if op == "ExpandDims" and args[1].vals == [0]:
-        return Ints(args[0].vals, (1, *args[0].dims))
-    if op == "Squeeze":
-        dims = args[0].dims
-        drop = {int(d) % len(dims) for d in node.attrs.get("squeeze_dims", [])} or set(range(len(dims)))
-        return Ints(args[0].vals, tuple(n for i, n in enumerate(dims) if i not in drop or n != 1))
-    return None
-
-
-def _slice_1d(node: Node, v: Ints, begin: int, end: int, stride: int) -> Ints | None:
-    """TF ``StridedSlice`` of a shape vector (positions are concrete even when the sizes are symbolic)."""
-    n = len(v.vals)
-    if int(node.attrs.get("shrink_axis_mask", 0)) & 1:
-        return Ints([v.vals[begin + n if begin < 0 else begin]], ())
-    if stride <= 0 or int(node.attrs.get("ellipsis_mask", 0)) or int(node.attrs.get("new_axis_mask", 0)):
-        return None
-    lo = 0 if int(node.attrs.get("begin_mask", 0)) & 1 else min(max(begin + n if begin < 0 else begin, 0), n)
-    hi = n if int(node.attrs.get("end_mask", 0)) & 1 else min(max(end + n if end < 0 else end, 0), n)
-    picked = v.vals[lo:hi:stride]
-    return Ints(picked, (len(picked),))
 
 
 def exportable(graph: Graph) -> str | None:
@@ -156,7 +55,7 @@ def exportable(graph: Graph) -> str | None:
     return None
 
 
-# The compiled form's rewrites, in the order they were measured (README, Speed): each gives the eager graph's
+# The compiled form's rewrites, in the order they were measured (docs/benchmarks.md): each gives the eager graph's
 # values (the float32 ones to rounding, the bfloat16 one bit for bit) in loops Inductor runs faster.
 REWRITES = (
     "quad_upsample",  # 2x upsampling interleaved in channels-last order (graph_ops._double_channels_last)
@@ -184,8 +83,8 @@ class ExportableGraph(nn.Module):
         self.size_multiple = module.size_multiple
         self.shapes = module.shapes  # no constant shapes (see exportable): every size runs as exported
         self.conv_dtype = conv_dtype
-        self._ints: dict[str, Ints] = {}
-        self._scalars: dict[str, Ints] = {}  # small float constants, as numbers for shape arithmetic
+        self._ints: dict[str, ShapeValues] = {}
+        self._scalars: dict[str, ShapeValues] = {}  # small float constants, as numbers for shape arithmetic
         self._keys: dict[str, str] = {}
         self._convs: dict[str, tuple[str, str | None]] = {}
         self._columns: dict[str, int] = {}  # convolutions run by columns: their kernel width
@@ -193,10 +92,10 @@ class ExportableGraph(nn.Module):
         for i, (name, value) in enumerate(consts.items()):
             arr = np.asarray(value)
             if arr.dtype.kind in "iub":
-                self._ints[name] = Ints([int(v) for v in arr.reshape(-1)], arr.shape)
+                self._ints[name] = ShapeValues([int(v) for v in arr.reshape(-1)], arr.shape)
             else:
                 if arr.size <= 4:
-                    self._scalars[name] = Ints([float(v) for v in arr.reshape(-1)], arr.shape)
+                    self._scalars[name] = ShapeValues([float(v) for v in arr.reshape(-1)], arr.shape)
                 key = f"c{i}"
                 self.register_buffer(key, torch.from_numpy(np.array(arr, np.float32)), persistent=False)
                 self._keys[name] = key
@@ -271,7 +170,7 @@ class ExportableGraph(nn.Module):
             if node.name in self._convs:
                 env[node.name] = self._conv(node, args[0].nchw())
                 continue
-            out = _int_op(node, args, self._scalars)
+            out = shape_op(node, args, self._scalars)
             env[node.name] = out if out is not None else graph_exec.OPS[node.op](ctx, node, args)
         return self._value(graph.outputs[0], env).nchw()
 

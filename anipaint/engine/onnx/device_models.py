@@ -13,7 +13,7 @@ has no float16 kernels) and the download is half the size.
 
 The file and a record of the decision (``device-<key>-v<version>.onnx`` / ``.json``) sit in the style's engine folder
 under the same key as every other build (:func:`~anipaint.engine.builds.engine_key`): new weights, a new torch or ONNX
-Runtime make new ones. ``anipaint models prepare`` and the background preparation make them; :func:`read` only looks.
+Runtime make new ones. ``anipaint models prepare`` and the background warm-up make them; :func:`read` only looks.
 """
 
 from __future__ import annotations
@@ -236,8 +236,8 @@ def _worst_psnr(fp32: Path, half: bytes, settings: Settings, multiple: int | Non
     return worst
 
 
-def prepare_note(style: Style, settings: Settings) -> str:
-    """Make the style's device model now if it can have one (``models prepare``, the background preparation);
+def make_note(style: Style, settings: Settings) -> str:
+    """Make the style's device model now if it can have one (``models prepare``, the background warm-up);
     its line: ``""`` (it cannot have one), ``"float16 weights, 2.4 MB"`` or why it failed. Never raises: the
     server paints the style all the same."""
     if unsupported(style):

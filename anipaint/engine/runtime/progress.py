@@ -1,4 +1,4 @@
-"""What preparing an engine shows: its own steps and one line per style, not the libraries' chatter.
+"""What building an engine shows: its own steps and one line per style, not the libraries' chatter.
 
 Building and measuring runs torch's exporters and compilers, which talk a lot on the way: ``FutureWarning``\\ s,
 ``TracerWarning``\\ s and constant-folding ``UserWarning``\\ s, glog-style ``W1202 …`` lines from the ``torch.*``
@@ -6,9 +6,9 @@ loggers ("torchvision is not installed"), and ``[torch.onnx] …`` progress prin
 all of that back unless :func:`verbose` was asked for (``anipaint models prepare -v``): what it held back is
 logged at DEBUG on ``anipaint.engine.runtime.progress``, and exceptions and ERROR records still come through.
 
-:func:`step` reports a step of a preparation (``converting``, ``building compiled``, ``measuring``) on the
+:func:`step` reports a step of getting a style ready (``converting``, ``building compiled``, ``measuring``) on the
 ``anipaint.steps`` logger; :func:`following` hands those to a callback (the CLI's progress bar). :func:`summary`
-is the one line a prepared style's engine gets: the CLI prints it, the server logs it.
+is the one line a ready style's engine gets: the CLI prints it, the server logs it.
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ def _exit() -> None:
 
 
 def step(style_id: str, what: str) -> None:
-    """Report that preparing ``style_id`` is at step ``what`` now."""
+    """Report that getting ``style_id`` ready is at step ``what`` now."""
     STEPS.info("%s: %s", style_id, what, extra={"style_id": style_id, "step": what})
 
 
@@ -114,7 +114,7 @@ def following(callback: Callable[[str, str], None]) -> Iterator[None]:
 
 
 def summary(record: dict) -> str:
-    """``compiled (built in 41.3 s, measured in 6.2 s, PSNR 48.12 dB)`` from :func:`anipaint.engine.prepare`'s
+    """``compiled (built in 41.3 s, measured in 6.2 s, PSNR 48.12 dB)`` from :func:`anipaint.engine.build_backends`'s
     record, with each backend that failed to build or run and its reason (first line) at the end."""
     choice = record["choice"]
     results = record.get("results") or {}

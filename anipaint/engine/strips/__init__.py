@@ -24,32 +24,32 @@ from pathlib import Path
 
 import torch
 
-from anipaint.engine.strips.executor import StreamedNetwork
-from anipaint.engine.strips.graph_run import StreamedGraph
-from anipaint.engine.strips.networks import StreamedV1, StreamedV2
-from anipaint.engine.strips.rows import NotStreamable
+from anipaint.engine.strips.executor import StripNetwork
+from anipaint.engine.strips.graph_run import StripGraph
+from anipaint.engine.strips.networks import StripV1, StripV2
+from anipaint.engine.strips.rows import NoStripPlan
 
-__all__ = ["NotStreamable", "StreamedGraph", "StreamedNetwork", "StreamedV1", "StreamedV2", "for_network"]
+__all__ = ["NoStripPlan", "StripGraph", "StripNetwork", "StripV1", "StripV2", "for_network"]
 
 
-def _graph(network, folder: str | Path | None) -> StreamedGraph | None:
+def _graph(network, folder: str | Path | None) -> StripGraph | None:
     try:
-        return StreamedGraph(network, folder=folder)
-    except NotStreamable:  # an op the planner can't run over strips: painted in tiles instead
+        return StripGraph(network, folder=folder)
+    except NoStripPlan:  # an op the planner can't run over strips: painted in tiles instead
         return None
 
 
-# How each architecture whose row says it streams (``Architecture.streams``) is run in strips, by the row's name.
-STREAMERS: dict[str, Callable[[torch.nn.Module, str | Path | None], StreamedNetwork | StreamedGraph | None]] = {
-    "animeganv2": lambda n, folder: StreamedV2(n.state_dict(), n.semantics, folder=folder),
-    "animeganv2-port": lambda n, folder: StreamedV2(n.state_dict(), n.semantics, folder=folder),
-    "animeganv1": lambda n, folder: StreamedV1(n.state_dict(), folder=folder),
+# How each architecture whose row says it has strips (``Architecture.has_strips``) is run in strips, by the row's name.
+STRIP_RUNNERS: dict[str, Callable[[torch.nn.Module, str | Path | None], StripNetwork | StripGraph | None]] = {
+    "animeganv2": lambda n, folder: StripV2(n.state_dict(), n.semantics, folder=folder),
+    "animeganv2-port": lambda n, folder: StripV2(n.state_dict(), n.semantics, folder=folder),
+    "animeganv1": lambda n, folder: StripV1(n.state_dict(), folder=folder),
     "graph": _graph,
 }
 
 
 def for_network(network: torch.nn.Module, architecture: str, folder: str | Path | None = None
-                ) -> StreamedNetwork | StreamedGraph | None:
-    """The streamed version of an architecture's eager network, or None when it has none."""
-    streamer = STREAMERS.get(architecture)
+                ) -> StripNetwork | StripGraph | None:
+    """The strip version of an architecture's eager network, or None when it has none."""
+    streamer = STRIP_RUNNERS.get(architecture)
     return streamer(network, folder) if streamer else None

@@ -1,6 +1,6 @@
 """The strip executor: a network run layer by layer over row strips, each layer's output in a temporary file.
 
-:class:`StreamedNetwork` holds the weights and the building blocks (a strided, padded, possibly depthwise
+:class:`StripNetwork` holds the weights and the building blocks (a strided, padded, possibly depthwise
 convolution over strips; a norm applied on read with the whole layer's statistics; a residual sum written as its
 own layer) and ``paint`` around a subclass's ``body``, which says how the network's layers connect
 (:mod:`.networks` for AnimeGAN v1 and v2). Per-paint state is thread-local: one engine serves concurrent jobs.
@@ -51,7 +51,7 @@ class _Run:
     sums_done: int = 0
 
 
-class StreamedNetwork:
+class StripNetwork:
     """The machinery: layers over row strips into temporary files, and ``paint`` around a network's ``body``.
 
     ``state_dict`` has the network module's key names; subclasses say how its layers connect.

@@ -3,7 +3,7 @@
 Every value of the graph is one of three kinds:
 
 * **spatial**: it depends on the picture and keeps its positions (feature maps, and the attention block's
-  ``[N, positions, units]`` reshapes of them). Rows are the unit of streaming: a :class:`Tag` says which axis
+  ``[N, positions, units]`` reshapes of them). Rows are the unit of the strips: a :class:`Tag` says which axis
   holds the rows (``[.., H, W, ..]``) or the row-major positions (``[.., H*W, ..]``) of a value.
 * **global**: what an op that reduces over the positions (``Mean``/``Sum`` over H and W: the instance and
   layer norms' moments) computes, and anything computed from such results alone. Per-channel sums are
@@ -22,7 +22,7 @@ Within a pass, **loops** run over the strips of one row space; a value whose row
 3x3 convolution) by a later value of the same pass is stored by an earlier loop and read back by a later one.
 
 Ops this can't stream (a shape-dependent slice of a feature map, a reduction over rows only, ...) raise
-:class:`NotStreamable` with the op's name when the plan is made.
+:class:`NoStripPlan` with the op's name when the plan is made.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from anipaint.engine.strips.rows import (
     POINTWISE,
     REDUCTIONS,
     RESHAPES,
-    NotStreamable,
+    NoStripPlan,
     Tag,
     conv_rows,
     is_pointwise_conv,
@@ -78,7 +78,7 @@ class GraphPlan:
         self.order = [n.name for n in graph.nodes if n.op not in ("Placeholder", "Const")]
         self.input = graph.inputs[0]
         if len(graph.outputs) != 1:
-            raise NotStreamable("the strip executor paints graphs with one output")
+            raise NoStripPlan("the strip executor paints graphs with one output")
         self.output = graph.outputs[0]
         self.static: dict[str, Val] = {}
         self.shape: dict[str, list[int]] = {}
@@ -121,7 +121,7 @@ class GraphPlan:
                 if value is None:
                     value = graph_exec.OPS[node.op](ctx, node, args)
             except (KeyError, NotImplementedError, RuntimeError, ValueError) as exc:
-                raise NotStreamable(f"{node.op} {name}: {exc}") from exc
+                raise NoStripPlan(f"{node.op} {name}: {exc}") from exc
             env[name] = value
             self.shape[name] = list(value.nhwc().shape)
             if not value.t.is_meta:
@@ -156,14 +156,14 @@ class GraphPlan:
             elif kinds:
                 self.kind[name] = "global"
             else:
-                raise NotStreamable(f"{node.op} {name}: a value that is neither static nor computed")
+                raise NoStripPlan(f"{node.op} {name}: a value that is neither static nor computed")
 
     def _spatial(self, node: Node, sources: list[str]) -> str:
         """Kind of a node with spatial inputs; records its tag, or its reduction when it is a barrier."""
         name, op = node.name, node.op
         tags = {self.tag[s] for s in sources}
         if len(tags) != 1:
-            raise NotStreamable(f"{op} {name}: inputs laid out differently")
+            raise NoStripPlan(f"{op} {name}: inputs laid out differently")
         tag = tags.pop()
         src = sources[0]
         rank, out = len(self.shape[src]), self.shape[name]
@@ -177,26 +177,26 @@ class GraphPlan:
                 self.reductions[name] = reduction
                 return "global"
             if tag.positions() & set(axes):
-                raise NotStreamable(f"{op} {name}: a reduction over some of the positions only")
+                raise NoStripPlan(f"{op} {name}: a reduction over some of the positions only")
             shift = 0 if keep else sum(1 for a in axes if a < tag.axis)
             self.tag[name] = Tag(tag.axis - shift, tag.flat, tag.height, tag.width)
         elif op == "Softmax":
             if rank - 1 in tag.positions():
                 if not tag.flat:
-                    raise NotStreamable(f"{op} {name}: softmax over picture columns")
+                    raise NoStripPlan(f"{op} {name}: softmax over picture columns")
                 count = tag.height * tag.width
                 beta = float(node.attrs.get("beta", 1.0))
                 self.reductions[name] = Reduction("softmax", src, (rank - 1,), True, count, beta)
             self.tag[name] = tag
         elif op in POINTWISE or op == "ConcatV2":
             if len(out) != rank:
-                raise NotStreamable(f"{op} {name}: broadcasting changes the rank of a feature map")
+                raise NoStripPlan(f"{op} {name}: broadcasting changes the rank of a feature map")
             if op == "ConcatV2" and self.value(node.inputs[-1]).scalar() % rank in tag.positions():
-                raise NotStreamable(f"{op} {name}: concatenation along the positions")
+                raise NoStripPlan(f"{op} {name}: concatenation along the positions")
             self.tag[name] = tag
         elif op == "Split":
             if self.value(node.inputs[0]).scalar() % rank in tag.positions():
-                raise NotStreamable(f"{op} {name}: a split along the positions")
+                raise NoStripPlan(f"{op} {name}: a split along the positions")
             self.tag[name] = tag
         elif op in RESHAPES:
             self.tag[name] = reshaped(tag, self.shape[src], out, name)
@@ -204,17 +204,17 @@ class GraphPlan:
             perm = self.value(node.inputs[1]).ints()
             first = perm.index(tag.axis)
             if not tag.flat and (first + 1 >= len(perm) or perm[first + 1] != tag.axis + 1):
-                raise NotStreamable(f"{op} {name}: rows and columns transposed apart")
+                raise NoStripPlan(f"{op} {name}: rows and columns transposed apart")
             self.tag[name] = Tag(first, tag.flat, tag.height, tag.width)
         elif op in CONVS or op in PADS or op == "ResizeBilinear":
             if tag.flat or tag.axis != 1 or rank != 4:
                 if not (op in CONVS and is_pointwise_conv(node, self.value(node.inputs[1]).t)):
-                    raise NotStreamable(f"{op} {name}: not on a picture-shaped feature map")
+                    raise NoStripPlan(f"{op} {name}: not on a picture-shaped feature map")
                 self.tag[name] = tag
             else:
                 self.tag[name] = Tag(1, False, out[1], out[2])
         else:
-            raise NotStreamable(f"{op} {name}: no strip version of this op")
+            raise NoStripPlan(f"{op} {name}: no strip version of this op")
         return "spatial"
 
     def _moments(self, node: Node, reduction: Reduction) -> None:
@@ -270,7 +270,7 @@ class GraphPlan:
             live.add(name)
             todo.extend(self.deps.get(name, []))
         if self.kind.get(self.output) != "spatial" or self.tag[self.output] != Tag(1, False, self.height, self.width):
-            raise NotStreamable("the output is not a picture of the input's size")
+            raise NoStripPlan("the output is not a picture of the input's size")
         return live
 
     def _sinks(self) -> list[str]:

@@ -1,4 +1,4 @@
-"""Run an imported graph over row strips with the whole picture's statistics: :class:`StreamedGraph`.
+"""Run an imported graph over row strips with the whole picture's statistics: :class:`StripGraph`.
 
 The plan (:mod:`.graph_plan`) says which values each loop computes and stores; this module computes them one strip
 at a time: row-local ops through the graph executor's own op table (:data:`anipaint.networks.graph_exec.OPS`),
@@ -51,10 +51,10 @@ def _trim_heap() -> None:
         _LIBC.malloc_trim(0)
 
 
-class StreamedGraph:
+class StripGraph:
     """An imported graph's module painted over row strips, exactly as one whole-picture pass computes it.
 
-    Raises :class:`~anipaint.engine.strips.graph_plan.NotStreamable` at construction for graphs with ops
+    Raises :class:`~anipaint.engine.strips.graph_plan.NoStripPlan` at construction for graphs with ops
     that can't run over strips.
     """
 
@@ -136,9 +136,9 @@ class StreamedGraph:
 class _Run:
     """One paint's state: stored values, global values, accumulators."""
 
-    def __init__(self, streamed: StreamedGraph, plan: GraphPlan, folder: Path, rgb: np.ndarray,
+    def __init__(self, strips: StripGraph, plan: GraphPlan, folder: Path, rgb: np.ndarray,
                  out: np.ndarray) -> None:
-        self.s, self.plan, self.folder, self.rgb, self.out = streamed, plan, folder, rgb, out
+        self.s, self.plan, self.folder, self.rgb, self.out = strips, plan, folder, rgb, out
         self.files: dict[str, RowFile] = {}
         self.globals: dict[str, Val] = {}
         self.softmax: dict[str, tuple[Tensor, Tensor]] = {}

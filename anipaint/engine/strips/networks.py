@@ -7,13 +7,13 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from anipaint.engine.strips.executor import StreamedNetwork
+from anipaint.engine.strips.executor import StripNetwork
 from anipaint.engine.strips.row_sources import Activation, Halved, Source, Sum, Upsampled
 from anipaint.networks import animeganv1 as v1
 from anipaint.networks.animeganv2 import LAYER_NORM_EPS, PLAN, PORT_NORM_EPS, RESIDUAL, UPSAMPLE, ConvSpec
 
 
-class StreamedV2(StreamedNetwork):
+class StripV2(StripNetwork):
     """AnimeGANv2 (:mod:`anipaint.networks.animeganv2` key names) layer by layer, following ``animeganv2.PLAN``.
 
     ``semantics`` "tf" or "port" selects the resize and the norm epsilon exactly as that module does.
@@ -55,7 +55,7 @@ class StreamedV2(StreamedNetwork):
         return source
 
 
-class StreamedV1(StreamedNetwork):
+class StripV1(StripNetwork):
     """AnimeGAN v1 (:mod:`anipaint.networks.animeganv1` key names) layer by layer, instance norms."""
 
     per_channel = True

@@ -25,7 +25,7 @@ PADS = {"MirrorPad", "Pad", "PadV2"}
 REDUCTIONS = {"Mean", "Sum"}
 
 
-class NotStreamable(ValueError):
+class NoStripPlan(ValueError):
     """The graph holds an op the strip executor can't run over row strips."""
 
 
@@ -83,7 +83,7 @@ def reshaped(tag: Tag, shape_in: list[int], shape_out: list[int], name: str) -> 
         if j + 1 < len(shape_out) and shape_out[j:j + 2] == [tag.height, tag.width] \
                 and prod(shape_out[j + 2:]) == trail:
             return Tag(j, False, tag.height, tag.width)
-    raise NotStreamable(f"Reshape {name}: {shape_in} -> {shape_out} mixes positions with other axes")
+    raise NoStripPlan(f"Reshape {name}: {shape_in} -> {shape_out} mixes positions with other axes")
 
 
 def conv_rows(plan, node: Node) -> tuple[torch.Tensor, int, int, int, int]:

@@ -1,4 +1,4 @@
-"""Values of a streamed graph a strip at a time: rows taken from a strip, and the sums over every strip that give
+"""Values of a graph run in strips a strip at a time: rows taken from a strip, and the sums over every strip that give
 a graph's whole-picture statistics (:class:`Reduction`, accumulated by :class:`Accumulator`)."""
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ Why jobs are not lost: the task is acknowledged only after it finished (``acks_l
 worker dies mid-paint (``reject_on_worker_lost``); a worker takes one task at a time (prefetch 1), so a busy
 worker never hoards jobs that an idle one could start.
 
-Each worker gets its machine ready as the embedded server does (:class:`~anipaint.warmup.Preparer`): it
+Each worker gets its machine ready as the embedded server does (:class:`~anipaint.warmup.Warmup`): it
 paints at once on the plain engine while the styles are converted and their fast engines built and measured for
 this machine's CPU in a low-priority child process, and its painters move onto those engines without a restart.
 Workers sharing one model store share the builds (file locks); each job says which engine painted it.
@@ -36,7 +36,7 @@ from anipaint.service.queue.jobs import (
 from anipaint.service.queue.local import RESTARTING
 from anipaint.service.queue.redis_store import RUNNING, WAITING, RedisJobStore, connect, owner_key
 from anipaint.settings import Settings, get_settings
-from anipaint.warmup import Preparer
+from anipaint.warmup import Warmup
 
 log = logging.getLogger("anipaint.worker")
 
@@ -188,22 +188,22 @@ def worker_main(settings: Settings | None = None, concurrency: int | None = None
     app = make_celery(s)
     n = concurrency or max(1, s.jobs)
     node = ["--hostname", name] if name else []
-    preparer = _prepare_in_background(s)
+    background = _warm_up_in_background(s)
     try:
         _run_worker(app, n, node)
     finally:
-        if preparer is not None:
-            preparer.stop()
+        if background is not None:
+            background.stop()
 
 
-def _prepare_in_background(settings: Settings) -> Preparer | None:
+def _warm_up_in_background(settings: Settings) -> Warmup | None:
     """Start converting, building and measuring what this machine lacks, the default style first."""
     try:
-        preparer = Preparer(settings)
-        preparer.start(first=availability.resolve(None, settings).id)
-        return preparer
+        background = Warmup(settings)
+        background.start(first=availability.resolve(None, settings).id)
+        return background
     except Exception:  # noqa: BLE001 - the worker still paints; styles convert on first use
-        log.exception("background preparation could not start")
+        log.exception("background warm-up could not start")
         return None
 
 

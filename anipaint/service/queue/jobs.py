@@ -349,7 +349,7 @@ def paint_runner(settings: Settings) -> Runner:
         if clips.clip_of(request.data):
             with painting():
                 return _paint_clip(painter, request, progress, settings)
-        with painting():  # the background preparation pauses while the server paints
+        with painting():  # the background warm-up pauses while the server paints
             result = painter.paint_result(request.data, request.options, progress=relay)
         img = result.image
         progress("encode", 0.97)

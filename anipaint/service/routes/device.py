@@ -2,7 +2,7 @@
 content-addressed URLs (``/device/models/<sha256>.onnx``, cached for good) and the page's service worker
 (``/sw.js``, at the root so that it may cache the page).
 
-The models are made by ``anipaint models prepare`` and the background preparation
+The models are made by ``anipaint models prepare`` and the background warm-up
 (:mod:`anipaint.engine.onnx.device_models`); until a style's is made the manifest says "not ready yet" rather than
 building one in the middle of a request.
 """
@@ -81,7 +81,7 @@ async def device_styles(s: SettingsDep) -> list[dict]:
 
 def _find(s: Settings, sha256: str):
     for st in availability.style_status(s):
-        if device_models.unsupported(st.style) is None and st.prepared:
+        if device_models.unsupported(st.style) is None and st.converted:
             model = device_models.read(st.style, s)
             if model is not None and model.sha256 == sha256:
                 return device_models.path_of(model, st.style, s)

@@ -36,7 +36,7 @@ def _decodes() -> anyio.CapacityLimiter:
 def preview_png(data: bytes, max_side: int | None, max_pixels: int | None) -> bytes:
     """The picture decoded as the painter decodes it (EXIF orientation applied, metadata dropped) and capped as it
     caps it, so its size is the painted picture's; transparency kept."""
-    work = preprocess.prepare(imaging.load_image(data, max_pixels=max_pixels), max_side)
+    work = preprocess.to_work_image(imaging.load_image(data, max_pixels=max_pixels), max_side)
     return imaging.encode_png(postprocess.finish(work.rgb, work.alpha))
 
 
