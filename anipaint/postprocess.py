@@ -1,9 +1,9 @@
 """Pipeline step 5: the painted array → the picture handed back (style strength, alpha restored, no metadata).
 
-Style strength mixes the painted picture with the photo it came from in CIE L*a*b* (D65): equal steps of
-strength are about equal steps of perceived change, which mixing sRGB values or linear light is not (README,
-"Style strength"). The page's strength slider (``service/static/blend.js``) re-blends with the same formulas,
-so what it shows is what the library paints.
+Style strength mixes the painted picture with the photo it came from in CIE L*a*b* (D65): equal steps of strength are
+about equal steps of perceived change, which mixing sRGB values or linear light is not
+(``benchmarks/strength_spaces.py`` compares them). The page's strength slider (``service/static/blend.js``) re-blends
+with the same formulas, so what it shows is what the library paints.
 """
 
 from __future__ import annotations

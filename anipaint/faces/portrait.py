@@ -112,8 +112,7 @@ def portrait_faces(
 def _paste(out: np.ndarray, placement: Placement, styled: np.ndarray, weight: np.ndarray) -> None:
     """Blend a face-model crop into ``out`` (in place). Inside the face it keeps its own colours; towards the
     window's edge (neck, shoulders, hair ends) it takes the picture's local tone (a blurred difference), so
-    the two paintings meet without a step: measured, the seam's gradient went from 0.9-2.9x the picture's
-    median to 0.2-0.5x on the group photo and astronaut, while the face itself is unchanged."""
+    the two paintings meet without a step, while the face itself keeps its colours."""
     x0, y0, x1, y1 = placement.window
     face = placement.warp(styled.astype(np.float32), cv2.BORDER_REPLICATE)
     ref = out[y0:y1, x0:x1].astype(np.float32)

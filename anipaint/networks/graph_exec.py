@@ -120,8 +120,7 @@ def _tanh(ctx: Context, node: Node, args: list[Val]) -> Val:
     t = args[0].t
     if "logistic_tanh" in ctx.rewrites:
         # a generator's last op, in a loop over three channels that Inductor leaves scalar: there tanh is
-        # glibc's tanhf, which ran 10x slower in some builds (v3-hayao: 5 -> 56 ms at 512 px), while the
-        # logistic's expf has FMA/AVX2 versions; the two differ by at most 2e-7
+        # glibc's scalar tanhf, while the logistic's expf has FMA/AVX2 versions; the two differ by at most 2e-7
         return Val(2 * torch.sigmoid(2 * t) - 1, args[0].is_nchw)
     return Val(torch.tanh(t), args[0].is_nchw)
 

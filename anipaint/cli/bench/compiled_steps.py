@@ -1,6 +1,6 @@
 """Rows for the compiled form's rewrites, one step at a time: v3-hayao's package built with none of
-:data:`~anipaint.engine.compile.graph_program.REWRITES`, then with each added in turn (the order README's Speed section
-measured them in), timed end to end at 512 px in turns with ONNX Runtime on the published ONNX, as
+:data:`~anipaint.engine.compile.graph_program.REWRITES`, then with each added in turn (in the order of that
+tuple), timed end to end at 512 px in turns with ONNX Runtime on the published ONNX, as
 :mod:`anipaint.cli.bench.styles` times the served engine. Each row's PSNR is against the eager network.
 
 Six AOTInductor builds, about a minute each on two cores, in a temporary folder the run removes.

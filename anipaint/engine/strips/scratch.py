@@ -47,7 +47,7 @@ def scratch_folder(folder: str | Path | None, need_bytes: int = 0) -> tempfile.T
 
 
 # Scratch a full-resolution paint holds at its peak, per picture pixel: two or three float16 layers of up to 64
-# channels at full size (2–4 GB at 4096², README "Full resolution"), rounded up.
+# channels at full size (2–4 GB at 4096²), rounded up.
 BYTES_PER_PIXEL = 320
 UNNAMED_AGE = 600.0  # seconds; a live paint creates and removes a layer file in its folder far more often
 _OWNED = re.compile(r"^anipaint-scratch-(?P<pid>\d+)$")
