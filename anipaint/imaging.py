@@ -162,18 +162,27 @@ def encode_png(img: Image.Image, *, compress_level: int = PNG_LEVEL) -> bytes:
     return buf.getvalue()
 
 
-def save_image(img: Image.Image, path: Path) -> None:
-    """Save by extension; metadata is never written. JPEG drops alpha onto white."""
-    path = Path(path)
-    suffix = path.suffix.lower()
+# What a painted picture can be written as, by suffix.
+WRITABLE = {".png": "PNG", ".jpg": "JPEG", ".jpeg": "JPEG", ".webp": "WEBP"}
+
+
+def write_image(img: Image.Image, out: Path | BinaryIO, fmt: str) -> None:
+    """Write ``img`` as PNG, JPEG or WEBP with no metadata. JPEG drops alpha onto white."""
     stripped = Image.frombytes(img.mode, img.size, img.tobytes())
-    if suffix in (".jpg", ".jpeg"):
+    fmt = fmt.upper()
+    if fmt == "JPEG":
         if stripped.mode == "RGBA":
             background = Image.new("RGB", stripped.size, (255, 255, 255))
             background.paste(stripped, mask=stripped.getchannel("A"))
             stripped = background
-        stripped.save(path, format="JPEG", quality=95)
-    elif suffix == ".webp":
-        stripped.save(path, format="WEBP", quality=95)
+        stripped.save(out, format="JPEG", quality=95)
+    elif fmt == "WEBP":
+        stripped.save(out, format="WEBP", quality=95)
     else:
-        stripped.save(path, format="PNG", compress_level=PNG_LEVEL)
+        stripped.save(out, format="PNG", compress_level=PNG_LEVEL)
+
+
+def save_image(img: Image.Image, path: Path) -> None:
+    """Save by extension (PNG for any other); metadata is never written."""
+    path = Path(path)
+    write_image(img, path, WRITABLE.get(path.suffix.lower(), "PNG"))

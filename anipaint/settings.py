@@ -50,10 +50,12 @@ class Settings:
     # Where the original model files are read from (read-only), and where converted models live.
     sources: Path = field(default_factory=_default_sources)
     home: Path = field(default_factory=_default_home)
-    # Downloads (`anipaint models fetch`): one base URL holding the sources folder's relative paths replaces every
-    # file's public origin; auto_fetch downloads a missing style's files when it is first used.
+    # Downloads: one base URL holding the sources folder's relative paths replaces every file's public origin. A
+    # style whose files are missing is downloaded when it is first used, unless offline (or auto_fetch off):
+    # then only `anipaint models fetch` downloads.
     mirror: str = ""
-    auto_fetch: bool = False
+    offline: bool = False
+    auto_fetch: bool = True
     # What a server does after its default style paints: "all" converts the other styles and builds and measures
     # every style's fast engine, one step at a time in a low-priority process; "convert" only converts;
     # "off" does nothing (each style converts on first use and runs its plain engine).
@@ -116,6 +118,11 @@ class Settings:
     api_keys: str = ""  # comma-separated keys, or a file of keys (one a line); empty = no keys needed
     key_rate: int = 60  # requests per key per minute
     key_jobs: int = 4  # jobs per key queued or running at once
+
+    @property
+    def fetches_on_first_use(self) -> bool:
+        """Whether a style whose files are missing is downloaded when it is first used."""
+        return self.auto_fetch and not self.offline
 
     @property
     def large_in_strips(self) -> bool:

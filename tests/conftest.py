@@ -47,6 +47,9 @@ os.environ["ANIPAINT_SOURCES"] = str(SOURCES)
 # Test servers convert the other styles in the background but build no engines (minutes of CPU each);
 # tests/cli/test_first_run.py checks the full background warm-up.
 os.environ.setdefault("ANIPAINT_BACKGROUND", "convert")
+# Nothing in the tests reaches the internet: a style whose files are missing is an error, not a download, except
+# where a test serves a local mirror and turns downloads on (ANIPAINT_OFFLINE=0).
+os.environ["ANIPAINT_OFFLINE"] = "1"
 
 
 

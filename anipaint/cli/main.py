@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from anipaint.errors import AnipaintError, LicenceError
+from anipaint.errors import AnipaintError
 from anipaint.options import PaintOptions, check_strength, options, parse_max_side
 from anipaint.settings import Settings, get_settings
 
@@ -20,6 +20,8 @@ def _settings(args: argparse.Namespace) -> Settings:
         overrides["sources"] = Path(args.sources).expanduser().resolve()
     if getattr(args, "home", None):
         overrides["home"] = Path(args.home).expanduser().resolve()
+    if getattr(args, "offline", None):
+        overrides["offline"] = True
     return dataclasses.replace(s, **overrides) if overrides else s
 
 
@@ -182,7 +184,7 @@ def cmd_fetch(args: argparse.Namespace) -> int:
         print(f"  {name:<24} {outcome}", flush=True)
 
     if args.url:
-        style = get_style(fetch.candidates_ids(args.styles)[0])
+        style = get_style(fetch.style_ids(args.styles)[0])
         fetch.fetch_style(style, settings, url=args.url, progress=bar_for, convert=True)
         report(style.id, "ok")
         return 0
@@ -210,26 +212,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.commercial_only:
         settings = dataclasses.replace(settings, commercial_only=True)
     if not settings.broker_url:  # a web process for remote workers paints nothing itself
-        try:
-            availability.resolve(None, settings)
-        except LicenceError:
-            raise  # commercial-only mode with nothing to offer: its own sentence says so
-        except AnipaintError:
-            raise AnipaintError(_missing_default(settings)) from None
+        availability.resolve(None, settings)  # the default style can paint here, or is downloaded on first use
     serve(args.host or settings.host, args.port or settings.port, settings)
     return 0
-
-
-def _missing_default(settings: Settings) -> str:
-    from anipaint.models import sources
-    from anipaint.models.registry import candidates, get_style
-
-    style = get_style(candidates(settings.default_style)[0])
-    cure = f"run `anipaint models fetch {style.id}` first"
-    if not sources.downloadable(style, settings):
-        cure = f"no public origin is known for it: set ANIPAINT_MIRROR and run `anipaint models fetch {style.id}`"
-    return (f"the default style {style.id} has no model files here (looked in {settings.sources} and "
-            f"{settings.home / 'downloads'}); {cure}, or set ANIPAINT_AUTO_FETCH=1 to download on first use")
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
@@ -249,6 +234,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="anipaint", description="Photos in, anime-style pictures out.")
     parser.add_argument("--sources", help="folder of original model files (default: $ANIPAINT_SOURCES)")
     parser.add_argument("--home", help="model store and data folder (default: $ANIPAINT_HOME)")
+    parser.add_argument("--offline", action="store_true", default=None,
+                        help="never download a missing style on first use (default: $ANIPAINT_OFFLINE)")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no download progress bars")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("convert", help="paint a picture, an animated picture, a video, or a folder of them")
@@ -306,6 +294,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.quiet:
+        from anipaint.models import downloads
+
+        downloads.show_progress_bars(False)
     try:
         return int(args.func(args) or 0)
     except AnipaintError as exc:

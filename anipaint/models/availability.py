@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from anipaint.errors import LicenceError, StyleError
-from anipaint.models.registry import Style, all_styles, candidates, get_style
+from anipaint.models.registry import Style, all_styles, get_style, style_id
 from anipaint.models.sources import downloadable, locate_source
 from anipaint.models.store import is_converted
 from anipaint.settings import Settings, get_settings
@@ -49,7 +49,7 @@ def _usable(style: Style, s: Settings) -> bool:
     """Converted, its sources are here, or it downloads on first use."""
     if is_converted(style, s) or all(locate_source(src, s) for src in style.sources):
         return True
-    return s.auto_fetch and downloadable(style, s)
+    return s.fetches_on_first_use and downloadable(style, s)
 
 
 def style_status(settings: Settings | None = None) -> list[StyleStatus]:
@@ -63,8 +63,8 @@ def style_status(settings: Settings | None = None) -> list[StyleStatus]:
             out.append(StyleStatus(style, True, True))
             continue
         missing = [src.path for src in style.sources if locate_source(src, s) is None]
-        if missing and s.auto_fetch and downloadable(style, s):
-            out.append(StyleStatus(style, True, False, "downloads on first use (ANIPAINT_AUTO_FETCH)"))
+        if missing and s.fetches_on_first_use and downloadable(style, s):
+            out.append(StyleStatus(style, True, False, "downloads on first use"))
         elif missing:
             how = f" (`anipaint models fetch {style.id}`)" if downloadable(style, s) else ""
             out.append(StyleStatus(style, False, False, f"source missing: {', '.join(missing)}{how}"))
@@ -74,24 +74,32 @@ def style_status(settings: Settings | None = None) -> list[StyleStatus]:
 
 
 def resolve(name: str | None, settings: Settings | None = None) -> Style:
-    """A style id or alias (None: the default style) → the best style available here.
+    """A style id or alias (None: the default style) → that style, when it can paint here.
 
-    Raises StyleError, or LicenceError for a style that commercial-only mode refuses. In that mode the default
-    style falls back to the first offered style available here."""
+    An alias means one style on every machine. Raises StyleError with what to run when the style's files are
+    missing, or LicenceError for a style that commercial-only mode refuses. In that mode the default style falls
+    back to the first offered style available here."""
     s = _settings(settings)
-    ids = candidates(name or s.default_style)
-    allowed = [get_style(i) for i in ids if offered(get_style(i), s)]
-    if not allowed and name:
-        refuse_unoffered(get_style(ids[0]), s)
-    for style in allowed:
-        if _usable(style, s):
-            return style
-    if not name and s.commercial_only:
-        for style in all_styles():
-            if offered(style, s) and _usable(style, s):
-                return style
+    style = get_style(style_id(name or s.default_style))
+    if name is None and s.commercial_only and not (offered(style, s) and _usable(style, s)):
+        for other in all_styles():
+            if offered(other, s) and _usable(other, s):
+                return other
         raise LicenceError(
             "no style available here is cleared for commercial use (commercial-only mode); "
             "see `anipaint styles` and the README's licence table"
         )
-    raise StyleError(f"style {name!r} is not available here (tried {', '.join(ids)}); see `anipaint styles`")
+    refuse_unoffered(style, s)
+    if _usable(style, s):
+        return style
+    raise StyleError(missing_style(style, s))
+
+
+def missing_style(style: Style, settings: Settings | None = None) -> str:
+    """Why a style can't paint here and what to run, as one sentence."""
+    s = _settings(settings)
+    if not downloadable(style, s):
+        return (f"style {style.id} has no model files here and no known origin: set ANIPAINT_MIRROR and run "
+                f"`anipaint models fetch {style.id}`, or `anipaint models add FILE --style {style.id}`")
+    why = "downloads are off (offline)" if s.offline else "downloads on first use are off (ANIPAINT_AUTO_FETCH)"
+    return f"style {style.id} is not on this machine and {why}: run `anipaint models fetch {style.id}`"

@@ -9,12 +9,14 @@ and only that member is kept.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import sys
 import tarfile
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from filelock import FileLock
@@ -23,6 +25,32 @@ from anipaint.errors import ChecksumError, ModelStoreError
 
 Progress = Callable[[int, "int | None"], None]  # bytes received so far, total bytes (None: unknown)
 _CHUNK = 1 << 16
+_bars_shown = True  # the CLI's -q turns the progress bars off (show_progress_bars)
+
+
+def show_progress_bars(shown: bool) -> None:
+    """Whether downloads on first use draw a progress bar on a terminal's stderr (never when it is not one)."""
+    global _bars_shown
+    _bars_shown = shown
+
+
+@contextlib.contextmanager
+def progress_bar(name: str) -> Iterator[Progress | None]:
+    """A download's progress as a bar on stderr, when stderr is a terminal and bars are shown; else None."""
+    if not (_bars_shown and sys.stderr.isatty()):
+        yield None
+        return
+    from tqdm import tqdm
+
+    with tqdm(desc=f"downloading {name}", unit="B", unit_scale=True, unit_divisor=1024, file=sys.stderr,
+              leave=False) as bar:
+
+        def show(done: int, total: int | None) -> None:
+            if total and bar.total != total:
+                bar.total = total
+            bar.update(done - bar.n)
+
+        yield show
 
 
 def sha256_file(path: Path) -> str:

@@ -17,7 +17,7 @@ from pathlib import Path
 from anipaint.errors import ModelStoreError
 from anipaint.models import downloads
 from anipaint.models.downloads import sha256_file
-from anipaint.models.registry import EXTRA_SOURCES, Source, Style, all_styles, candidates, get_style
+from anipaint.models.registry import EXTRA_SOURCES, Source, Style, all_styles, get_style, style_id
 from anipaint.models.sources import fetch_source
 from anipaint.models.store import convert_fetched, convert_style
 from anipaint.settings import Settings, get_settings
@@ -50,7 +50,7 @@ def fetch(names: Iterable[str] | None = None, settings: Settings | None = None, 
     Returns {name: 'ok' | 'failed: why'}; one failure doesn't stop the rest."""
     s = _settings(settings)
     jobs: list[tuple[str, Callable[[], object]]] = []
-    for style in [get_style(n) for n in candidates_ids(names)] if names else all_styles():
+    for style in [get_style(n) for n in style_ids(names)] if names else all_styles():
         jobs.append((style.id, functools.partial(fetch_style, style, s, timeout=timeout, progress=progress)))
     if not names:
         for name, source in EXTRA_SOURCES.items():
@@ -68,9 +68,9 @@ def fetch(names: Iterable[str] | None = None, settings: Settings | None = None, 
     return results
 
 
-def candidates_ids(names: Iterable[str]) -> list[str]:
-    """Style ids for user-given names: an alias means its first candidate."""
-    return [candidates(n)[0] for n in names]
+def style_ids(names: Iterable[str]) -> list[str]:
+    """Style ids for user-given names (ids or aliases)."""
+    return [style_id(n) for n in names]
 
 
 def add_local(style_id: str, path: Path, settings: Settings | None = None) -> Path:

@@ -333,19 +333,19 @@ SEGMENTER_IMPORTER = "tflite_graph"
 # Files that are not styles, by the name `anipaint models fetch` reports them under.
 EXTRA_SOURCES: dict[str, Source] = {"face-detector": FACE_DETECTOR, "segmenter": SEGMENTER}
 
-# Short names; each maps to candidates in order of preference, the first available wins.
-ALIASES: dict[str, tuple[str, ...]] = {
-    "hayao": ("v2-hayao", "v3-hayao", "v1-hayao"),
-    "shinkai": ("v1-shinkai", "v3-shinkai"),
-    "paprika": ("v2-paprika", "v1-paprika"),
-    "cute": ("v3-cute",),
-    "sketch": ("v3-sketch",),
-    "cartoon": ("whitebox",),
-    "charge": ("v1-charge",),
-    "iblard": ("v1-iblard",),
-    "strange-daddy": ("v1-strange-daddy",),
-    "face-paint": ("v2-face-paint-512-v2", "v2-face-paint-512-v1"),
-    "celeba": ("v2-celeba-distill",),
+# Short names, each meaning one style on every machine (never whichever happens to be present).
+ALIASES: dict[str, str] = {
+    "hayao": "v3-hayao",
+    "shinkai": "v3-shinkai",
+    "paprika": "v2-paprika",
+    "cute": "v3-cute",
+    "sketch": "v3-sketch",
+    "cartoon": "whitebox",
+    "charge": "v1-charge",
+    "iblard": "v1-iblard",
+    "strange-daddy": "v1-strange-daddy",
+    "face-paint": "v2-face-paint-512-v2",
+    "celeba": "v2-celeba-distill",
 }
 
 _BY_ID = {s.id: s for s in STYLES}
@@ -363,11 +363,16 @@ def get_style(style_id: str) -> Style:
         raise UnknownStyleError(f"unknown style {style_id!r}; known: {', '.join(_BY_ID)}") from None
 
 
-def candidates(name: str) -> tuple[str, ...]:
-    """Ids a user-given name may mean, best first."""
+def aliases_of(style_id: str) -> tuple[str, ...]:
+    """The short names that mean this style."""
+    return tuple(alias for alias, target in ALIASES.items() if target == style_id)
+
+
+def style_id(name: str) -> str:
+    """The style id a user-given name means: an id (any case, ``_`` for ``-``) or an alias."""
     key = name.strip().lower().replace("_", "-")
     if key in _BY_ID:
-        return (key,)
+        return key
     if key in ALIASES:
         return ALIASES[key]
     raise UnknownStyleError(

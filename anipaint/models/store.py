@@ -25,7 +25,7 @@ from filelock import FileLock
 
 from anipaint import importers
 from anipaint.errors import ModelStoreError
-from anipaint.models import stamp
+from anipaint.models import downloads, stamp
 from anipaint.models.downloads import sha256_file
 from anipaint.models.helpers import install_face_detector, install_segmenter
 from anipaint.models.registry import Style, all_styles, get_style
@@ -164,11 +164,15 @@ def convert(
 
 
 def ensure_converted(style: Style, settings: Settings | None = None) -> Path:
-    """The artefact for a style, converting it (and with ``auto_fetch``, downloading it) on first use."""
+    """The artefact for a style, converting it (and unless offline, downloading it) on first use."""
     s = _settings(settings)
     if not is_converted(style, s):
-        if s.auto_fetch and any(locate_source(src, s) is None for src in style.sources):
-            convert_fetched(style, [fetch_source(src, s) for src in style.sources], s)
+        if s.fetches_on_first_use and any(locate_source(src, s) is None for src in style.sources):
+            fetched = []
+            for src in style.sources:
+                with downloads.progress_bar(Path(src.path).name) as progress:
+                    fetched.append(fetch_source(src, s, progress=progress))
+            convert_fetched(style, fetched, s)
         else:
             convert_style(style, s)
     return artefact_path(style, settings)

@@ -121,7 +121,7 @@ def test_styles_lists_availability_with_reasons(prepared_store, tmp_path):
 
 
 def test_readme_first_run_path(tmp_path, engine_builds):
-    """What the README tells a new user to do: prepare, then convert with the hayao alias. The store starts
+    """Preparing a style up front, then converting with it. The store starts
     empty but for this run's v2 builds (compiling is checked once, by whoever asked engine_builds first): prepare
     converts, finds the builds, measures them, and convert paints on what it chose."""
     record = engine_builds("v2-hayao")
@@ -133,5 +133,5 @@ def test_readme_first_run_path(tmp_path, engine_builds):
     assert {p: p.stat().st_mtime_ns for p in seeded} == seeded  # found, not built again
     [auto] = (tmp_path / "home" / "models" / "v2-hayao" / "engine").glob("auto-*.json")
     assert set(json.loads(auto.read_text())["results"]) == set(record["results"])
-    proc = run_cli("convert", str(GROUP_PHOTO), str(tmp_path / "out.png"), "--style", "hayao", env=home)
+    proc = run_cli("convert", str(GROUP_PHOTO), str(tmp_path / "out.png"), "--style", "v2-hayao", env=home)
     assert proc.returncode == 0, proc.stderr

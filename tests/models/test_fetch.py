@@ -99,11 +99,17 @@ def test_a_corrupted_file_is_refused_and_nothing_is_left_behind(tmp_path, source
     assert left == []
 
 
-def test_serve_without_the_default_style_says_what_to_run(tmp_path):
-    proc = run_cli("serve", "--port", "1", home=tmp_path / "home", mirror="", ANIPAINT_DEFAULT_STYLE="v3-hayao")
-    assert proc.returncode == 2
-    assert "anipaint models fetch v3-hayao" in proc.stderr and "ANIPAINT_AUTO_FETCH=1" in proc.stderr
-    assert "Traceback" not in proc.stderr
+def test_offline_without_the_default_style_serve_and_convert_say_what_to_run(tmp_path):
+    for command in (["serve", "--port", "1"], ["convert", str(GROUP_PHOTO), str(tmp_path / "out.png")]):
+        proc = run_cli(*command, home=tmp_path / "home", mirror="", ANIPAINT_OFFLINE="1")
+        assert proc.returncode != 0
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and "run `anipaint models fetch v3-hayao`" in lines[0], proc.stderr
+        assert "offline" in lines[0]
+    proc = run_cli("--offline", "convert", str(GROUP_PHOTO), str(tmp_path / "out.png"), home=tmp_path / "home",
+                   mirror="", ANIPAINT_OFFLINE="0")
+    assert proc.returncode != 0 and "run `anipaint models fetch v3-hayao`" in proc.stderr
+    assert not (tmp_path / "out.png").exists()
 
 
 def test_auto_fetch_downloads_a_missing_style_on_first_use(tmp_path, sources):
@@ -111,7 +117,7 @@ def test_auto_fetch_downloads_a_missing_style_on_first_use(tmp_path, sources):
     out = tmp_path / "out.png"
     with serving(sources) as mirror:
         proc = run_cli("convert", str(GROUP_PHOTO), str(out), "--style", V1, "--max-side", "96", "--no-faces",
-                       home=home, mirror=mirror.url, ANIPAINT_AUTO_FETCH="1")
+                       home=home, mirror=mirror.url, ANIPAINT_OFFLINE="0")
         assert proc.returncode == 0, proc.stderr
         assert sorted(path for path, _ in mirror.requests) == sorted(s.path for s in get_style(V1).sources)
     assert Image.open(out).size[0] == 96

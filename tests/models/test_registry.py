@@ -8,8 +8,10 @@ import pytest
 
 from anipaint import importers
 from anipaint.errors import StyleError
-from anipaint.models.registry import ALIASES, all_styles, candidates, get_style
+from anipaint.models import availability
+from anipaint.models.registry import ALIASES, aliases_of, all_styles, get_style, style_id
 from anipaint.networks.architectures import ARCHITECTURES, get_architecture
+from anipaint.settings import Settings
 
 
 def test_every_style_names_a_known_architecture_and_converter():
@@ -42,16 +44,29 @@ def test_the_page_says_what_every_style_is_in_chinese_too():
 
 def test_aliases_point_at_real_styles_and_never_shadow_an_id():
     ids = {s.id for s in all_styles()}
-    for alias, targets in ALIASES.items():
+    for alias, target in ALIASES.items():
         assert alias not in ids
-        assert targets and set(targets) <= ids, alias
+        assert target in ids, alias
 
 
 def test_names_resolve_case_and_underscore_insensitively():
-    assert candidates("V3_Hayao") == ("v3-hayao",)
-    assert candidates("hayao")[0] == get_style(ALIASES["hayao"][0]).id
+    assert style_id("V3_Hayao") == "v3-hayao"
     with pytest.raises(StyleError, match="unknown style"):
-        candidates("no-such-style")
+        style_id("no-such-style")
+
+
+def test_an_alias_means_one_documented_style_on_every_machine(tmp_path):
+    """Not whichever of several happens to be present: ``hayao`` is v3-hayao even where only v2's files are."""
+    assert style_id("hayao") == "v3-hayao" and style_id("shinkai") == "v3-shinkai"
+    assert aliases_of("v3-hayao") == ("hayao",)
+    only_v2 = tmp_path / "sources"
+    for src in get_style("v2-hayao").sources:
+        (only_v2 / src.path).parent.mkdir(parents=True, exist_ok=True)
+        (only_v2 / src.path).write_bytes(b"v2 only")
+    s = Settings(sources=only_v2, home=tmp_path / "home", offline=True)
+    with pytest.raises(StyleError, match="run `anipaint models fetch v3-hayao`"):
+        availability.resolve("hayao", s)
+    assert availability.resolve("v2-hayao", s).id == "v2-hayao"
 
 
 def test_every_architecture_runs_eagerly_first_and_names_real_backends():
