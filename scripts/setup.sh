@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Create .venv and install anipaint into it (editable). `--test` adds the test-only dependencies.
+# Create .venv and install anipaint into it (editable) with every extra: the page and API, the scaled-out queue,
+# watch mode. `--test` adds the test-only dependencies.
 # Idempotent and quick the second time: a stamp records what pyproject.toml said when it last installed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python=${PYTHON:-python3}
-if [ "${1:-}" = "--test" ]; then target='.[test]'; else target='.'; fi
+if [ "${1:-}" = "--test" ]; then target='.[test]'; else target='.[all]'; fi
 [ -x .venv/bin/python ] || "$python" -m venv .venv
 
 # The in-browser painter's runtime (onnxruntime-web, pinned in package-lock.json): installed from the npm registry
@@ -34,4 +35,4 @@ PY
 # torch is pinned to 2.13.0 (CPU build) in pyproject.toml; an unpinned torch would pull a multi-GB CUDA build.
 .venv/bin/python -m pip install -q -e "$target"
 echo "$want" >> "$stamp"
-[ "$target" = '.' ] || echo ". ${want#* }" >> "$stamp"  # the test extras include the plain install
+[ "$target" = '.[all]' ] || echo ".[all] ${want#* }" >> "$stamp"  # the test extras include every extra

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib.util
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -76,8 +77,27 @@ def _paint_options(args: argparse.Namespace) -> PaintOptions:
     return PaintOptions(**{option.name: getattr(args, option.name) for option in options()})
 
 
+# What each extra brings, by the modules its commands import.
+EXTRAS = {
+    "serve": ("fastapi", "uvicorn", "multipart", "prometheus_client", "fastapi_offline"),
+    "scale": ("celery", "redis"),
+    "watch": ("watchdog",),
+}
+
+
+def needs_extra(extra: str, what: str) -> None:
+    """Refuse, in one line that says what to install, a command whose extra is not installed."""
+    missing = [name for name in EXTRAS[extra] if importlib.util.find_spec(name) is None]
+    if missing:
+        raise AnipaintError(f"{what} needs anipaint's {extra} extra ({', '.join(missing)} not installed): "
+                            f"pip install 'anipaint[{extra}]'")
+
+
 def cmd_convert(args: argparse.Namespace) -> int:
     from anipaint.cli.convert import convert
+
+    if args.watch:
+        needs_extra("watch", "anipaint convert --watch")
 
     return convert(Path(args.input), Path(args.output), _paint_options(args), _settings(args), watch=args.watch)
 
@@ -205,10 +225,13 @@ def cmd_add(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    needs_extra("serve", "anipaint serve")
+    if settings.broker_url:
+        needs_extra("scale", "anipaint serve with ANIPAINT_BROKER_URL")
     from anipaint.models import availability
     from anipaint.service.server import serve
 
-    settings = _settings(args)
     if args.commercial_only:
         settings = dataclasses.replace(settings, commercial_only=True)
     if not settings.broker_url:  # a web process for remote workers paints nothing itself
@@ -218,6 +241,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
+    needs_extra("scale", "anipaint worker")
     from anipaint.service.queue.celery import worker_main
 
     worker_main(_settings(args), concurrency=args.concurrency, name=args.name)

@@ -107,3 +107,67 @@ def test_the_wheel_fetches_from_a_mirror_and_serves_the_page(installed, tmp_path
         server.terminate()
         server.wait(30)
         log.close()
+
+
+# Distributions the extras bring (and what they alone pull in): hidden from the environment without extras.
+EXTRAS_ONLY = ("fastapi", "starlette", "uvicorn", "multipart", "python_multipart", "prometheus_client",
+               "fastapi_offline", "celery", "kombu", "billiard", "vine", "amqp", "redis", "watchdog")
+
+
+@pytest.fixture(scope="module")
+def installed_bare(installed, tmp_path_factory) -> Path:
+    """The same wheel in a second environment that sees this one's packages but none of the extras', as
+    ``pip install anipaint`` without extras leaves it."""
+    work = tmp_path_factory.mktemp("bare")
+    view = work / "site-view"
+    view.mkdir()
+    for entry in Path(sysconfig.get_path("purelib")).iterdir():
+        name = entry.name.lower().replace("-", "_")
+        if name.startswith(EXTRAS_ONLY) or name.startswith(("anipaint", "__editable__", "_deps_from")):
+            continue
+        (view / entry.name).symlink_to(entry)
+    venv = work / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    where = "import sysconfig; print(sysconfig.get_path('purelib'))"
+    site = Path(subprocess.run([venv / "bin" / "python", "-c", where], capture_output=True, text=True,
+                               check=True).stdout.strip())
+    (site / "_deps_without_extras.pth").write_text(str(view) + "\n")
+    [wheel] = (installed.parent / "dist").glob("anipaint-*.whl")
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "-q",
+                    "--no-deps", str(wheel)], check=True, timeout=300, env=_clean_env())
+    return venv
+
+
+def test_without_extras_the_wheel_paints_from_the_cli_and_python_fetching_its_style(installed_bare, tmp_path,
+                                                                                     sources):
+    """A fresh user's first ten minutes: no extras, an empty home, the default style fetched on first use."""
+    env = _clean_env(ANIPAINT_HOME=str(tmp_path / "home"))
+    Image.open(sources.parent / "samples" / "group_pakutaso.jpg").convert("RGB").resize((320, 240)).save(
+        tmp_path / "me.jpg", quality=92)
+    run = {"cwd": tmp_path, "capture_output": True, "text": True, "timeout": 600}
+    probe = "import fastapi"
+    assert subprocess.run([installed_bare / "bin" / "python", "-c", probe], env=env, **run).returncode != 0
+    with serving(sources) as mirror:
+        proc = subprocess.run([installed_bare / "bin" / "anipaint", "convert", "me.jpg", "me-anime.png"],
+                              env={**env, "ANIPAINT_MIRROR": mirror.url}, **run)
+        assert proc.returncode == 0, proc.stderr
+        assert {path for path, _ in mirror.requests} == {"animeganv3/AnimeGANv3_Hayao_36_QUANTIZED_fp16.tflite"}
+    assert Image.open(tmp_path / "me-anime.png").size == (320, 240)
+    script = ("import io, numpy as np, anipaint; from PIL import Image\n"
+              "p = anipaint.paint('me.jpg', faces=False); assert isinstance(p, Image.Image), type(p)\n"
+              "b = anipaint.paint(open('me.jpg', 'rb').read(), faces=False); assert b[:4] == b'\\x89PNG'\n"
+              "a = np.asarray(Image.open('me.jpg')); out = anipaint.paint(a, faces=False)\n"
+              "assert out.shape == a.shape and out.dtype == np.uint8\n"
+              "print(sorted(s.status for s in anipaint.styles())[0], len(anipaint.styles()))")
+    proc = subprocess.run([installed_bare / "bin" / "python", "-c", script], env={**env, "ANIPAINT_OFFLINE": "1"},
+                          **run)
+    assert proc.returncode == 0, proc.stderr
+    serve = subprocess.run([installed_bare / "bin" / "anipaint", "serve", "--port", "1"], env=env, **run)
+    assert serve.returncode != 0
+    assert serve.stderr.strip().splitlines() == [
+        "anipaint: error: anipaint serve needs anipaint's serve extra (fastapi, uvicorn, multipart, "
+        "prometheus_client, fastapi_offline not installed): pip install 'anipaint[serve]'"]
+    offline = subprocess.run([installed_bare / "bin" / "anipaint", "convert", "me.jpg", "again.png"],
+                             env=_clean_env(ANIPAINT_HOME=str(tmp_path / "empty"), ANIPAINT_OFFLINE="1"), **run)
+    assert offline.returncode != 0 and len(offline.stderr.strip().splitlines()) == 1
+    assert "run `anipaint models fetch v3-hayao`" in offline.stderr
