@@ -1,6 +1,6 @@
 # Two commands a new machine needs: `make serve` (set up, serve the page at once; the models are converted and
 # optimised in the background) and `make test`. `make models` does all the model work up front instead.
-.PHONY: setup setup-test models serve test test-fast lint bench
+.PHONY: setup setup-test models serve test test-fast lint bench docs
 
 setup:
 	bash scripts/setup.sh
@@ -29,3 +29,7 @@ test-fast: setup-test
 
 bench: models
 	.venv/bin/anipaint bench --json artifacts/bench.json
+
+# docs/configuration.md is generated from the Settings class (tests/pipeline/test_settings.py checks it is current).
+docs: setup
+	.venv/bin/python -c "from anipaint.settings import reference; print(reference(), end='')" > docs/configuration.md

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from anipaint.errors import SettingsError
 
@@ -45,79 +47,111 @@ def _default_sources() -> Path:
     return (Path(home).expanduser() if home else _default_home()) / "downloads"
 
 
+def knob(default: Any, doc: str, *, factory: Callable[[], Any] | None = None) -> Any:
+    """A setting's field: its default (or a factory for it) and the sentence docs/configuration.md shows."""
+    if factory is not None:
+        return field(default_factory=factory, metadata={"doc": doc})
+    return field(default=default, metadata={"doc": doc})
+
+
+# The first setting of each group, with the group's heading in docs/configuration.md.
+SECTIONS = {"sources": "Models and downloads", "default_style": "Pictures", "backend": "Engine", "faces": "Faces",
+            "host": "Service"}
+
+
 @dataclass(frozen=True)
 class Settings:
-    # Where the original model files are read from (read-only), and where converted models live.
-    sources: Path = field(default_factory=_default_sources)
-    home: Path = field(default_factory=_default_home)
-    # Downloads: one base URL holding the sources folder's relative paths replaces every file's public origin. A
-    # style whose files are missing is downloaded when it is first used, unless offline (or auto_fetch off):
-    # then only `anipaint models fetch` downloads.
-    mirror: str = ""
-    offline: bool = False
-    auto_fetch: bool = True
-    # What a server does after its default style paints: "all" converts the other styles and builds and measures
-    # every style's fast engine, one step at a time in a low-priority process; "convert" only converts;
-    # "off" does nothing (each style converts on first use and runs its plain engine).
-    background: str = "all"
-    background_nice: int = 19  # CPU priority of that process (19: only what paints leave over)
+    """Every knob; each is the environment variable ``ANIPAINT_<NAME>`` (docs/configuration.md lists them)."""
 
-    # Picture defaults.
-    default_style: str = "v3-hayao"  # falls back to an offered style in commercial-only mode
-    # Offer only styles whose weights' licence allows commercial use; every other style is refused.
-    commercial_only: bool = False
-    max_side: int = 512  # long-side cap (within options.MAX_SIDE_RANGE); 0 / None at call time: full resolution
-    tile_size: int = 512  # tile edge for full-resolution painting
-    tile_overlap: int = 64  # overlap blended between tiles
-    # Full resolution: "strips" runs the network layer by layer in row strips with the whole picture's norm
-    # statistics (identical to one untiled pass, activations in temporary files); "tiles" paints independent
-    # blended tiles (each tile normalises with its own statistics). "exact" is accepted as another name for strips.
-    large_mode: str = "strips"
-    scratch_dir: Path | None = None  # where the strips keep their activation files; default: the system temp dir
+    sources: Path = knob(
+        None, "Folder of original model files (read-only): a checkout reads ../shared/models, an installed package "
+        "`<home>/downloads`.", factory=_default_sources
+    )
+    home: Path = knob(
+        None, "The model store and data folder: converted models, engine builds, downloads, job "
+        "results.", factory=_default_home
+    )
+    mirror: str = knob(
+        "", "A base URL holding the sources folder's relative paths, used instead of every file's public origin."
+    )
+    offline: bool = knob(
+        False, "Never download: a style whose files are missing is an error that names `anipaint models fetch <style>`."
+    )
+    auto_fetch: bool = knob(True, "Download a style's missing files when it is first used (unless offline).")
+    background: str = knob(
+        "all", "What a server does after its default style paints: `all` converts the other styles and builds and "
+        "measures every style's fast engine in a low-priority process; `convert` only converts; `off` does nothing."
+    )
+    background_nice: int = knob(19, "CPU priority of that background process (19: only what paints leave over).")
 
-    # Engine.
-    backend: str = "auto"  # auto | torch | compiled | onnxruntime | int8 | strips
-    threads: int = 0  # intra-op threads per job; 0 = physical cores / jobs
-    jobs: int = 1  # concurrent paints per process
+    default_style: str = knob(
+        "v3-hayao", "The style a paint uses when none is named (an id or alias); commercial-only mode falls back to an "
+        "offered one."
+    )
+    commercial_only: bool = knob(
+        False, "Offer only styles whose weights' licence allows commercial use; every other style is refused."
+    )
+    max_side: int = knob(512, "Long-side cap of a painted picture in pixels; 0 at call time means full resolution.")
+    tile_size: int = knob(512, "Tile edge for full-resolution painting in tiles.")
+    tile_overlap: int = knob(64, "Overlap blended between tiles.")
+    large_mode: str = knob(
+        "strips", "Full resolution: `strips` paints layer by layer in row strips, exactly as one whole pass "
+        "(activations in temporary files); `tiles` paints independent blended tiles. `exact` means `strips`."
+    )
+    scratch_dir: Path | None = knob(
+        None, "Where the strips keep their temporary activation files (default: the system temp folder)."
+    )
 
-    # Faces.
-    faces: bool = True
-    face_score_threshold: float = 0.7
-    face_min_size: int = 24  # face width in source pixels; smaller faces have no detail to restyle
-    face_size: int = 512  # working size of the aligned face crop
-    face_cache_size: int = 256
-    face_cache_ttl: float = 3600.0
-    face_detect_max_side: int = 1024  # detector runs on a copy no larger than this
-    portrait_face_style: str = "v3-jp-face"  # the face model portrait mode paints each face with
+    backend: str = knob(
+        "auto", "Engine backend: `auto` (measured on this machine), `torch`, `compiled`, `onnxruntime`, `int8` or "
+        "`strips`."
+    )
+    threads: int = knob(0, "Intra-op threads per paint; 0 = physical cores / jobs.")
+    jobs: int = knob(1, "Paints at once per process.")
 
-    # Service.
-    host: str = "127.0.0.1"
-    port: int = 8000
-    queue_size: int = 8
-    request_timeout: float = 120.0  # how long /predict waits for its turn and its paint
-    result_ttl: float = 3600.0
-    max_upload_bytes: int = 20 * 1024 * 1024
-    max_pixels: int = 40_000_000
-    # Video jobs (/api/jobs): the upload, its length and its frames' size before the cap. Celery keeps an upload in
-    # Redis until a worker takes it, so Redis needs about queue_size × video_max_bytes of memory to spare.
-    video_max_bytes: int = 64 * 1024 * 1024
-    video_max_seconds: float = 60.0
-    video_max_pixels: int = 3840 * 2160
-    data_dir: Path | None = None  # job results; default <home>/jobs
-    broker_url: str = ""  # empty: embedded queue in this process; redis://... : Celery workers
-    redelivery_timeout: int = 900  # seconds before a job held by a vanished worker is handed to another
-    log_level: str = "info"
-    full_max_pixels: int = 16_777_216  # largest picture painted at full resolution (4096²); 0 = max_pixels
-    scratch_reserve_bytes: int = 1 << 30  # full-resolution work starts only if this much scratch space stays free
-    shutdown_grace: float = 60.0  # seconds a stopping server lets running paints finish
-    header_timeout: float = 10.0  # seconds a client may take to send a request's headers
-    body_timeout: float = 15.0  # seconds a client may pause while sending a body
-    max_uploads: int = 16  # request bodies read at once; more are answered 503 before reading
-    metrics_allow: str = ""  # client addresses/networks allowed to read /metrics, comma-separated; empty = all
-    cors_origins: str = ""  # origins allowed to call the API from a browser, comma-separated; empty = none
-    api_keys: str = ""  # comma-separated keys, or a file of keys (one a line); empty = no keys needed
-    key_rate: int = 60  # requests per key per minute
-    key_jobs: int = 4  # jobs per key queued or running at once
+    faces: bool = knob(True, "Restyle faces at their own resolution by default.")
+    face_score_threshold: float = knob(0.7, "The face detector's confidence threshold.")
+    face_min_size: int = knob(24, "Smallest face restyled, in source pixels (smaller faces have no detail to restyle).")
+    face_size: int = knob(512, "Working size of an aligned face crop in portrait mode.")
+    face_cache_size: int = knob(256, "Face detections cached (by picture).")
+    face_cache_ttl: float = knob(3600.0, "Seconds a cached face detection is kept.")
+    face_detect_max_side: int = knob(1024, "The detector runs on a copy no larger than this.")
+    portrait_face_style: str = knob("v3-jp-face", "The face model portrait mode paints each face with.")
+
+    host: str = knob("127.0.0.1", "Address `anipaint serve` listens on.")
+    port: int = knob(8000, "Port `anipaint serve` listens on.")
+    queue_size: int = knob(8, "Jobs waiting beyond those painting; more are answered 503 with Retry-After.")
+    request_timeout: float = knob(120.0, "Seconds /predict waits for its turn and its paint.")
+    result_ttl: float = knob(3600.0, "Seconds a finished job's result is kept.")
+    max_upload_bytes: int = knob(20 * 1024 * 1024, "Largest picture upload in bytes.")
+    max_pixels: int = knob(40_000_000, "Largest picture in pixels.")
+    video_max_bytes: int = knob(
+        64 * 1024 * 1024, "Largest clip upload in bytes (Celery keeps an upload in Redis until a worker takes it: "
+        "Redis needs about queue_size × this to spare)."
+    )
+    video_max_seconds: float = knob(60.0, "Longest clip in seconds.")
+    video_max_pixels: int = knob(3840 * 2160, "Largest clip frame in pixels, before the cap.")
+    data_dir: Path | None = knob(None, "Where job results are kept (default `<home>/jobs`).")
+    broker_url: str = knob(
+        "", "Empty: the embedded queue in this process; `redis://…`: Celery workers on any machines."
+    )
+    redelivery_timeout: int = knob(900, "Seconds before a job held by a vanished worker is handed to another.")
+    log_level: str = knob("info", "The server's log level.")
+    full_max_pixels: int = knob(16_777_216, "Largest picture painted at full resolution (4096²); 0 = max_pixels.")
+    scratch_reserve_bytes: int = knob(
+        1 << 30, "Full-resolution work starts only if this much scratch space stays free."
+    )
+    shutdown_grace: float = knob(60.0, "Seconds a stopping server lets running paints finish.")
+    header_timeout: float = knob(10.0, "Seconds a client may take to send a request's headers.")
+    body_timeout: float = knob(15.0, "Seconds a client may pause while sending a body.")
+    max_uploads: int = knob(16, "Request bodies read at once; more are answered 503 before reading.")
+    metrics_allow: str = knob(
+        "", "Client addresses or networks allowed to read /metrics, comma-separated; empty = all."
+    )
+    cors_origins: str = knob("", "Origins allowed to call the API from a browser, comma-separated; empty = none.")
+    api_keys: str = knob("", "Comma-separated API keys, or a file of keys (one a line); empty = no keys needed.")
+    key_rate: int = knob(60, "Requests per key per minute.")
+    key_jobs: int = knob(4, "Jobs per key queued or running at once.")
 
     @property
     def fetches_on_first_use(self) -> bool:
@@ -197,3 +231,31 @@ def get_settings() -> Settings:
 def reload_settings() -> Settings:
     get_settings.cache_clear()
     return get_settings()
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, bool):
+        return "`1`" if value else "`0`"
+    return "empty" if value in ("", None) else f"`{value}`"
+
+
+def reference() -> str:
+    """docs/configuration.md: every setting's variable, default and meaning, generated from :class:`Settings`."""
+    lines = [
+        "# Configuration",
+        "",
+        "<!-- Generated from anipaint/settings.py by `make docs`; a test fails when they differ. -->",
+        "",
+        "Every setting is an environment variable `ANIPAINT_<NAME>`. Booleans take 1/0, true/false, yes/no or "
+        "on/off; a value a setting can't take stops the program with one line naming the variable.",
+    ]
+    defaults = {"sources": "../shared/models in a checkout, else `<home>/downloads`",
+                "home": "`$XDG_CACHE_HOME/anipaint` or `~/.cache/anipaint`"}
+    for f in dataclasses.fields(Settings):
+        if f.name in SECTIONS:
+            lines += ["", f"## {SECTIONS[f.name]}", "", "| variable | default | meaning |", "| --- | --- | --- |"]
+        default = defaults.get(f.name) or _shown(f.default)
+        meaning = f.metadata["doc"].replace("|", "\\|")
+        lines.append(f"| `ANIPAINT_{f.name.upper()}` | {default} | {meaning} |")
+    return "\n".join(lines) + "\n"
+

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -53,3 +54,14 @@ def test_large_pictures_are_painted_in_strips_by_default_and_exact_still_means_s
     """``ANIPAINT_LARGE_MODE=exact`` is what earlier releases documented; it keeps meaning the strips."""
     s = settings_from_env({"ANIPAINT_LARGE_MODE": value} if value else {})
     assert s.large_in_strips is in_strips
+
+
+def test_the_configuration_document_lists_every_setting_as_generated():
+    """docs/configuration.md is `make docs`'s output: a setting added, renamed or re-described without it fails."""
+    from anipaint.settings import reference
+    from support.paths import REPO
+
+    document = (REPO / "docs" / "configuration.md").read_text(encoding="utf-8")
+    assert document == reference(), "docs/configuration.md is stale: run `make docs`"
+    for f in dataclasses.fields(Settings):
+        assert f"`ANIPAINT_{f.name.upper()}`" in document and f.metadata["doc"]
