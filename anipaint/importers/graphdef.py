@@ -1,9 +1,10 @@
 """TensorFlow GraphDef importer: TF.js graph models (``model.json`` + shards) and frozen ``.pb`` files.
 
 A TF.js ``modelTopology`` is a GraphDef written as protobuf JSON, so both forms are parsed into the same
-protobuf message (``tensorboard.compat.proto.graph_pb2.GraphDef``; no TensorFlow at run time) and translated by
-one function into the :class:`~anipaint.networks.ir.Graph` IR. Only the constant values differ: a ``.pb``
-carries them in its Const nodes, a TF.js model in the weight shards listed by ``weightsManifest``.
+protobuf message (``GraphDef`` of :mod:`anipaint.importers.tf_schema`, our own schema of TensorFlow's format; no
+TensorFlow at run time) and translated by one function into the :class:`~anipaint.networks.ir.Graph` IR. Only the
+constant values differ: a ``.pb`` carries them in its Const nodes, a TF.js model in the weight shards listed by
+``weightsManifest``.
 
 Translation: Identity and StopGradient are folded away (they only forward a tensor), control inputs and
 ``:0`` suffixes are dropped, nodes the outputs do not depend on are pruned, the rest is sorted topologically.
@@ -20,9 +21,9 @@ import numpy as np
 import torch
 from google.protobuf import json_format
 from google.protobuf.message import DecodeError
-from tensorboard.compat.proto import graph_pb2, tensor_pb2, types_pb2
 
 from anipaint.errors import ModelImportError
+from anipaint.importers import tf_schema as tfs
 from anipaint.networks.ir import Graph, Node
 
 PASS_THROUGH = {"Identity", "StopGradient", "Snapshot"}
@@ -31,25 +32,25 @@ _DROPPED_ATTRS = {"T", "_output_shapes", "_class", "value", "use_cudnn_on_gpu", 
 
 # TF dtype enum -> NumPy dtype for Const tensors; floats end up float32, integers int32 (see _normalise)
 _NP_DTYPES = {
-    types_pb2.DT_FLOAT: np.float32,
-    types_pb2.DT_DOUBLE: np.float64,
-    types_pb2.DT_HALF: np.float16,
-    types_pb2.DT_INT32: np.int32,
-    types_pb2.DT_INT64: np.int64,
-    types_pb2.DT_UINT8: np.uint8,
-    types_pb2.DT_INT8: np.int8,
-    types_pb2.DT_BOOL: np.bool_,
+    tfs.DT_FLOAT: np.float32,
+    tfs.DT_DOUBLE: np.float64,
+    tfs.DT_HALF: np.float16,
+    tfs.DT_INT32: np.int32,
+    tfs.DT_INT64: np.int64,
+    tfs.DT_UINT8: np.uint8,
+    tfs.DT_INT8: np.int8,
+    tfs.DT_BOOL: np.bool_,
 }
 # the TensorProto repeated field holding values when tensor_content is empty
 _VAL_FIELDS = {
-    types_pb2.DT_FLOAT: "float_val",
-    types_pb2.DT_DOUBLE: "double_val",
-    types_pb2.DT_HALF: "half_val",
-    types_pb2.DT_INT32: "int_val",
-    types_pb2.DT_UINT8: "int_val",
-    types_pb2.DT_INT8: "int_val",
-    types_pb2.DT_INT64: "int64_val",
-    types_pb2.DT_BOOL: "bool_val",
+    tfs.DT_FLOAT: "float_val",
+    tfs.DT_DOUBLE: "double_val",
+    tfs.DT_HALF: "half_val",
+    tfs.DT_INT32: "int_val",
+    tfs.DT_UINT8: "int_val",
+    tfs.DT_INT8: "int_val",
+    tfs.DT_INT64: "int64_val",
+    tfs.DT_BOOL: "bool_val",
 }
 
 
@@ -62,7 +63,7 @@ class GraphDefImportError(ModelImportError):
 
 def read_pb(path: Path) -> Graph:
     """A frozen GraphDef (``.pb``): constants come from the Const nodes' ``value`` tensors."""
-    gdef = graph_pb2.GraphDef()
+    gdef = tfs.GraphDef()
     try:
         gdef.ParseFromString(Path(path).read_bytes())
     except DecodeError as exc:
@@ -82,7 +83,7 @@ def read_tfjs(model_json: Path, shards: list[Path] | None = None) -> Graph:
         model = json.loads(model_json.read_text())
         if not isinstance(model, dict) or model.get("format") not in (None, "graph-model"):
             raise ValueError(f"format {model.get('format') if isinstance(model, dict) else None!r}")
-        gdef = json_format.ParseDict(model["modelTopology"], graph_pb2.GraphDef(), ignore_unknown_fields=True)
+        gdef = json_format.ParseDict(model["modelTopology"], tfs.GraphDef(), ignore_unknown_fields=True)
     except (ValueError, KeyError, json_format.ParseError) as exc:  # JSONDecodeError is a ValueError
         raise GraphDefImportError(f"{model_json} is not a TF.js graph model ({exc})") from exc
     consts = read_tfjs_weights(model_json.parent, model["weightsManifest"], shards)
@@ -169,10 +170,10 @@ def convert_pb(sources: list[Path], out_dir: Path) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------------- helpers
 
 
-def tensor_to_numpy(t: tensor_pb2.TensorProto) -> np.ndarray:
+def tensor_to_numpy(t: tfs.TensorProto) -> np.ndarray:
     """A TensorProto's value: raw ``tensor_content`` or the typed ``*_val`` field (last value repeated)."""
     if t.dtype not in _NP_DTYPES:
-        raise ValueError(f"unsupported constant dtype {types_pb2.DataType.Name(t.dtype)}")
+        raise ValueError(f"unsupported constant dtype {tfs.DataType.Name(t.dtype)}")
     dtype = np.dtype(_NP_DTYPES[t.dtype]).newbyteorder("<")
     shape = [d.size for d in t.tensor_shape.dim]
     count = int(np.prod(shape, dtype=np.int64))
@@ -180,7 +181,7 @@ def tensor_to_numpy(t: tensor_pb2.TensorProto) -> np.ndarray:
         value = np.frombuffer(t.tensor_content, dtype).copy()
     else:
         vals = list(getattr(t, _VAL_FIELDS[t.dtype]))
-        if t.dtype == types_pb2.DT_HALF:  # half_val holds the float16 bit patterns as ints
+        if t.dtype == tfs.DT_HALF:  # half_val holds the float16 bit patterns as ints
             vals_arr = np.asarray(vals, np.uint16).view(np.float16)
         else:
             vals_arr = np.asarray(vals, dtype)
@@ -215,7 +216,7 @@ def attr_to_python(value: Any) -> Any:
     if kind in ("i", "f", "b"):
         return getattr(value, kind)
     if kind == "type":
-        return types_pb2.DataType.Name(value.type)
+        return tfs.DataType.Name(value.type)
     if kind == "shape":
         return None if value.shape.unknown_rank else [int(d.size) for d in value.shape.dim]
     if kind == "list":
@@ -226,7 +227,7 @@ def attr_to_python(value: Any) -> Any:
                 if field == "s":
                     return [x.decode("utf-8", "replace") for x in items]
                 if field == "type":
-                    return [types_pb2.DataType.Name(x) for x in items]
+                    return [tfs.DataType.Name(x) for x in items]
                 if field == "shape":
                     return [[int(d.size) for d in x.dim] for x in items]
                 return list(items)
@@ -234,7 +235,7 @@ def attr_to_python(value: Any) -> Any:
     return None  # tensors and functions: not attributes the executor needs
 
 
-def translate(gdef: graph_pb2.GraphDef, consts: dict[str, np.ndarray], outputs: list[str] | None,
+def translate(gdef: tfs.GraphDef, consts: dict[str, np.ndarray], outputs: list[str] | None,
                meta: dict[str, Any]) -> Graph:
     by_name = {n.name: n for n in gdef.node}
 
@@ -288,6 +289,7 @@ def translate(gdef: graph_pb2.GraphDef, consts: dict[str, np.ndarray], outputs: 
                 raise ValueError(f"no value for constant {name}")
             used_consts[name] = consts[name]
             continue
+        # in name order: protobuf leaves a map's order undefined, the artefact must be the same in every process
         attrs = {k: attr_to_python(v) for k, v in sorted(n.attr.items()) if k not in _DROPPED_ATTRS}
         nodes.append(Node(name, n.op, data_inputs[name], {k: v for k, v in attrs.items() if v is not None}))
     inputs = [p for p in placeholders if p in state]

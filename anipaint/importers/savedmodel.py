@@ -13,6 +13,9 @@ keys to ``BundleEntryProto`` records (dtype, shape, shard, offset, size) that po
 variable's checkpoint key is its path in the saved object graph (``down_conv1/bn_act/layer-0/beta``) plus
 ``/.ATTRIBUTES/VARIABLE_VALUE``. Multi-output ``Split`` nodes become one ``Split`` node per output
 (``output_index``), since IR nodes have one output.
+
+The protobuf messages (SavedModel, MetaGraphDef, BundleEntryProto, ...) are those of
+:mod:`anipaint.importers.tf_schema`: TensorFlow's wire format, only the fields read here.
 """
 
 from __future__ import annotations
@@ -23,23 +26,17 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from tensorboard.compat.proto import (
-    function_pb2,
-    graph_pb2,
-    meta_graph_pb2,
-    node_def_pb2,
-    tensor_shape_pb2,
-    types_pb2,
-)
+from google.protobuf.message import DecodeError
 
 from anipaint.errors import ModelImportError
+from anipaint.importers import tf_schema as tfs
 from anipaint.importers.graphdef import tensor_to_numpy, translate
 from anipaint.networks.ir import Graph
 
 _FOOTER = 48
 _MAGIC = 0xDB4775248B80FB57
-_DTYPES = {types_pb2.DT_FLOAT: np.float32, types_pb2.DT_DOUBLE: np.float64, types_pb2.DT_HALF: np.float16,
-           types_pb2.DT_INT32: np.int32, types_pb2.DT_INT64: np.int64}
+_DTYPES = {tfs.DT_FLOAT: np.float32, tfs.DT_DOUBLE: np.float64, tfs.DT_HALF: np.float16,
+           tfs.DT_INT32: np.int32, tfs.DT_INT64: np.int64}
 _SKIPPED = {"NoOp", "AssignVariableOp", "VarHandleOp"}
 
 
@@ -47,7 +44,7 @@ class SavedModelImportError(ModelImportError):
     """The folder is not a TF2 SavedModel this reader can translate."""
 
 
-# --- protobuf wire format and the tensor bundle ------------------------------------------------------------------
+# --- the tensor bundle --------------------------------------------------------------------------------------------
 def _varint(buf: bytes, pos: int) -> tuple[int, int]:
     result = shift = 0
     while True:
@@ -57,28 +54,6 @@ def _varint(buf: bytes, pos: int) -> tuple[int, int]:
         shift += 7
         if byte < 0x80:
             return result, pos
-
-
-def _fields(buf: bytes) -> dict[int, list[Any]]:
-    """A protobuf message as {field number: [values]} (varints as ints, length-delimited as bytes)."""
-    out: dict[int, list[Any]] = {}
-    pos = 0
-    while pos < len(buf):
-        tag, pos = _varint(buf, pos)
-        wire = tag & 7
-        if wire == 0:
-            value, pos = _varint(buf, pos)
-        elif wire == 1:
-            value, pos = buf[pos : pos + 8], pos + 8
-        elif wire == 2:
-            n, pos = _varint(buf, pos)
-            value, pos = buf[pos : pos + n], pos + n
-        elif wire == 5:
-            value, pos = buf[pos : pos + 4], pos + 4
-        else:
-            raise SavedModelImportError(f"unsupported protobuf wire type {wire}")
-        out.setdefault(tag >> 3, []).append(value)
-    return out
 
 
 def _block(table: bytes, handle: bytes) -> list[tuple[bytes, bytes]]:
@@ -110,25 +85,24 @@ def read_bundle(variables: Path) -> dict[str, np.ndarray]:
         raise SavedModelImportError(f"{variables / 'variables.index'} is not a tensor-bundle index")
     _, pos = _varint(footer, _varint(footer, 0)[1])  # skip the metaindex handle
     entries = [kv for _, handle in _block(table, footer[pos:]) for kv in _block(table, handle)]
-    header = _fields(dict(entries).get(b"", b""))
-    shards = int(header.get(1, [1])[0])
+    try:
+        header = tfs.BundleHeaderProto.FromString(dict(entries).get(b"", b""))
+        records = [(key, tfs.BundleEntryProto.FromString(value)) for key, value in entries if key]
+    except DecodeError as exc:
+        raise SavedModelImportError(f"{variables / 'variables.index'} holds a damaged entry ({exc})") from exc
+    shards = header.num_shards or 1
     data = {k: (variables / f"variables.data-{k:05d}-of-{shards:05d}").read_bytes() for k in range(shards)}
     out: dict[str, np.ndarray] = {}
-    for key, value in entries:
-        if not key:
-            continue
-        f = _fields(value)
-        dtype = int(f.get(1, [0])[0])
-        if dtype not in _DTYPES:
+    for key, entry in records:
+        if entry.dtype not in _DTYPES:
             continue  # strings: the object graph and configs, not weights
-        shape = [d.size for d in tensor_shape_pb2.TensorShapeProto.FromString(f.get(2, [b""])[0]).dim]
-        shard, offset, size = (int(f.get(k, [0])[0]) for k in (3, 4, 5))
-        raw = data[shard][offset : offset + size]
-        out[key.decode()] = np.frombuffer(raw, np.dtype(_DTYPES[dtype]).newbyteorder("<")).reshape(shape).copy()
+        shape = [d.size for d in entry.shape.dim]
+        raw = data[entry.shard_id][entry.offset : entry.offset + entry.size]
+        out[key.decode()] = np.frombuffer(raw, np.dtype(_DTYPES[entry.dtype]).newbyteorder("<")).reshape(shape).copy()
     return out
 
 
-def _checkpoint_keys(meta: meta_graph_pb2.MetaGraphDef, bundle: dict[str, np.ndarray]) -> dict[str, str]:
+def _checkpoint_keys(meta: tfs.MetaGraphDef, bundle: dict[str, np.ndarray]) -> dict[str, str]:
     """Variable name (its VarHandleOp) -> checkpoint key: the variable's path in the object graph, breadth first;
     of an object's several names the first whose key is in the bundle."""
     nodes = meta.object_graph_def.nodes
@@ -156,14 +130,14 @@ def _checkpoint_keys(meta: meta_graph_pb2.MetaGraphDef, bundle: dict[str, np.nda
 
 # --- inlining the function library ------------------------------------------------------------------------------
 class _Inliner:
-    def __init__(self, meta: meta_graph_pb2.MetaGraphDef, values: dict[str, np.ndarray]) -> None:
+    def __init__(self, meta: tfs.MetaGraphDef, values: dict[str, np.ndarray]) -> None:
         self.functions = {f.signature.name: f for f in meta.graph_def.library.function}
         self.values = values  # variable (VarHandleOp) name -> value
-        self.flat = graph_pb2.GraphDef()
+        self.flat = tfs.GraphDef()
         self.consts: dict[str, np.ndarray] = {}
         self.pass_through: dict[str, str] = {}  # flat Identity name -> its input (to find the variable read)
 
-    def add(self, node: node_def_pb2.NodeDef) -> None:
+    def add(self, node: tfs.NodeDef) -> None:
         self.flat.node.append(node)
         if node.op == "Identity":
             self.pass_through[node.name] = node.input[0]
@@ -178,7 +152,7 @@ class _Inliner:
 
     def call(self, fname: str, prefix: str, args: list[str]) -> list[str]:
         """Inline function ``fname`` with its inputs bound to ``args``; returns its outputs' flat references."""
-        fdef: function_pb2.FunctionDef = self.functions[fname]
+        fdef: tfs.FunctionDef = self.functions[fname]
         bound = {a.name: v for a, v in zip(fdef.signature.input_arg, args, strict=True)}
         outputs: dict[str, list[str]] = {}  # function node -> its outputs' flat references
         by_name = {n.name: n for n in fdef.node_def}
@@ -218,14 +192,14 @@ class _Inliner:
         return [ref(fdef.ret[a.name]) for a in fdef.signature.output_arg]
 
 
-def _node(name: str, op: str, inputs: list[str], attrs: Any = None) -> node_def_pb2.NodeDef:
-    node = node_def_pb2.NodeDef(name=name, op=op, input=inputs)
+def _node(name: str, op: str, inputs: list[str], attrs: Any = None) -> tfs.NodeDef:
+    node = tfs.NodeDef(name=name, op=op, input=inputs)
     for k, v in (attrs or {}).items():
         node.attr[k].CopyFrom(v)
     return node
 
 
-def _ordered(fdef: function_pb2.FunctionDef, by_name: dict[str, Any]) -> list[Any]:
+def _ordered(fdef: tfs.FunctionDef, by_name: dict[str, Any]) -> list[Any]:
     """A function's nodes with every producer before its users (FunctionDef keeps no order)."""
     order, state = [], {}
     for root in fdef.node_def:
@@ -249,11 +223,10 @@ def _ordered(fdef: function_pb2.FunctionDef, by_name: dict[str, Any]) -> list[An
 
 
 # --- entry points ---------------------------------------------------------------------------------------------
-def _meta_graph(folder: Path) -> meta_graph_pb2.MetaGraphDef:
+def _meta_graph(folder: Path) -> tfs.MetaGraphDef:
     path = folder / "saved_model.pb"
     try:
-        metas = _fields(path.read_bytes()).get(2, [])
-        return meta_graph_pb2.MetaGraphDef.FromString(metas[0])
+        return tfs.SavedModel.FromString(path.read_bytes()).meta_graphs[0]
     except Exception as exc:  # noqa: BLE001 - a missing file, an empty message and protobuf's decode errors
         raise SavedModelImportError(f"{path} is not a SavedModel: {exc}") from exc
 

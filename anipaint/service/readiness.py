@@ -50,7 +50,7 @@ class Readiness:
                 self.ready, self.state = True, "ready"
                 return
             self.state = f"preparing the {style.id} model"
-            store.convert_style(style, s)
+            store.ensure_converted(style, s)  # unless offline, downloads its files first
             if s.faces:
                 helpers.install_face_detector(s)
             self.state = f"loading the {style.id} model"

@@ -184,3 +184,17 @@ def test_fetch_without_names_gets_every_style_and_the_helper_models(tmp_path, so
             assert outcome == "ok", (style_id, outcome)
     usable = {st.style.id for st in availability.style_status(settings) if st.available}
     assert {"v3-hayao", "v2-hayao", "v1-paprika", "whitebox"} <= usable
+
+
+def test_a_server_on_an_empty_home_fetches_its_default_style_before_it_is_ready(tmp_path, sources):
+    from support.service import photo_bytes, running_server
+
+    with serving(sources) as mirror:
+        with running_server(tmp_path, home=tmp_path / "home", sources=tmp_path / "no-sources", mirror=mirror.url,
+                            offline=0, background="off", default_style="v3-cute") as server:
+            wanted = {src.path for src in get_style("v3-cute").sources}
+            assert {path for path, _ in mirror.requests} == wanted  # fetched before /readyz said ready
+            res = server.client.post("/predict", files={"image": ("p.jpg", photo_bytes(), "image/jpeg")},
+                                     data={"faces": "false"})
+            assert res.status_code == 200, res.text
+            assert res.json()["style"] == "v3-cute"
