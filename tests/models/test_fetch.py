@@ -97,6 +97,14 @@ def test_a_corrupted_file_is_refused_and_nothing_is_left_behind(tmp_path, source
     assert "Traceback" not in message
     left = [p.name for p in (home / "downloads").rglob("*") if p.is_file() and not p.name.endswith(".lock")]
     assert left == []
+    with serving(bad) as mirror:  # the same file met on first use: one line, nothing left
+        proc = run_cli("convert", str(GROUP_PHOTO), str(tmp_path / "out.png"), "--style", style.id,
+                       home=home, mirror=mirror.url, ANIPAINT_OFFLINE="0")
+    assert proc.returncode != 0 and not (tmp_path / "out.png").exists()
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and Path(src.path).name in lines[0] and "checksum" in lines[0], proc.stderr
+    left = [p.name for p in (home / "downloads").rglob("*") if p.is_file() and not p.name.endswith(".lock")]
+    assert left == []
 
 
 def test_offline_without_the_default_style_serve_and_convert_say_what_to_run(tmp_path):
@@ -198,3 +206,21 @@ def test_a_server_on_an_empty_home_fetches_its_default_style_before_it_is_ready(
                                      data={"faces": "false"})
             assert res.status_code == 200, res.text
             assert res.json()["style"] == "v3-cute"
+
+
+def test_two_processes_painting_a_missing_style_at_once_download_it_once(tmp_path, sources):
+    """Two first uses at the same moment (two CLI runs sharing a home): one downloads, the other waits and uses it."""
+    home = tmp_path / "home"
+    env = {**os.environ, "ANIPAINT_HOME": str(home), "ANIPAINT_SOURCES": str(tmp_path / "no-sources"),
+           "ANIPAINT_OFFLINE": "0"}
+    with serving(sources) as mirror:
+        env["ANIPAINT_MIRROR"] = mirror.url
+        runs = [subprocess.Popen([sys.executable, "-m", "anipaint.cli", "convert", str(GROUP_PHOTO),
+                                  str(tmp_path / f"out{i}.png"), "--style", V1, "--max-side", "64", "--no-faces"],
+                                 env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in (1, 2)]
+        for run in runs:
+            _, err = run.communicate(timeout=600)
+            assert run.returncode == 0, err
+        for src in get_style(V1).sources:
+            assert mirror.requested(src.path) == [None], src.path
+    assert Image.open(tmp_path / "out1.png").size == Image.open(tmp_path / "out2.png").size
