@@ -16,6 +16,7 @@ serve: setup
 
 test: setup-test
 	.venv/bin/ruff check .
+	node_modules/.bin/tsc --noEmit -p tsconfig.json
 	.venv/bin/lint-imports
 	.venv/bin/python -m pytest -q -ra --durations=30 -n auto
 
@@ -24,6 +25,7 @@ test: setup-test
 # probes, the Celery cluster, the installed wheel and the schemathesis fuzzing run (`make test` runs them all).
 test-fast: setup-test
 	.venv/bin/ruff check .
+	node_modules/.bin/tsc --noEmit -p tsconfig.json
 	.venv/bin/python -m pytest -q -ra --durations=30 -n auto \
 	  -m "not builds and not tensorflow and not browser and not memory and not scaleout and not wheel and not fuzz"
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Create .venv and install anipaint into it (editable) with every extra: the page and API, the scaled-out queue,
-# watch mode. `--test` adds the test-only dependencies.
+# watch mode. `--test` adds the test-only dependencies (and TypeScript, package.json's devDependencies, which checks
+# the page's modules).
 # Idempotent and quick the second time: a stamp records what pyproject.toml said when it last installed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,17 +11,25 @@ if [ "${1:-}" = "--test" ]; then target='.[test]'; else target='.[all]'; fi
 
 # The in-browser painter's runtime (onnxruntime-web, pinned in package-lock.json): installed from the npm registry
 # and only the files the page loads copied into the static folder, so the app (and the wheel) serve it themselves.
-# Stamped like the pip install below: a second run with the same lock file does nothing.
+# Stamped like the pip install below: a second run with the same lock file does nothing. The test setup installs
+# the dev dependencies too (TypeScript), and its stamp line says "dev": a plain run after it keeps that fuller
+# install (`npm ci` would start node_modules afresh), a test run after a plain one installs again.
 vendor=anipaint/service/static/vendor/ort
 ort_files="ort.min.mjs ort-wasm-simd-threaded.jsep.mjs ort-wasm-simd-threaded.jsep.wasm"
 ort_stamp=node_modules/.anipaint-vendored
-ort_want="$(sha256sum package-lock.json | cut -d' ' -f1) $ort_files"
+ort_lock="$(sha256sum package-lock.json | cut -d' ' -f1) $ort_files"
+if [ "$target" = '.[all]' ]; then
+  ort_want="$ort_lock runtime" npm_omit='--omit=dev'
+else
+  ort_want="$ort_lock dev" npm_omit=''
+fi
 if ! { [ -f "$ort_stamp" ] && grep -qxF "$ort_want" "$ort_stamp" && [ -f "$vendor/ort.min.mjs" ]; }; then
   command -v npm >/dev/null || { echo "setup: npm (Node.js 18+) is needed for the in-browser painter's runtime" >&2; exit 1; }
-  npm ci --omit=dev --ignore-scripts --no-audit --no-fund --loglevel=error
+  npm ci $npm_omit --ignore-scripts --no-audit --no-fund --loglevel=error
   rm -rf "$vendor" && mkdir -p "$vendor"
   for f in $ort_files; do cp "node_modules/onnxruntime-web/dist/$f" "$vendor/"; done
   echo "$ort_want" > "$ort_stamp"
+  [ "$target" = '.[all]' ] || echo "$ort_lock runtime" >> "$ort_stamp" # the dev install includes the runtime's
 fi
 
 stamp=.venv/.anipaint-installed

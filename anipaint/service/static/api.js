@@ -1,3 +1,4 @@
+// @ts-check
 // The server's HTTP API, and nothing else here talks to it: readiness, config, styles and their thumbnails, the
 // preview of a photo this browser cannot decode, and `serverPainter`, which paints through the job queue. A
 // painter is any object with
@@ -9,14 +10,126 @@
 // frames, eta}) as it goes (waiting: in a queue, not painting yet; a clip's frames painted, its frames (0: not
 // known) and the seconds left); `frames` in the answer only for a video or animated picture, whose `blob` is
 // the MP4 or animated picture of type `mediaType`. The promise rejects with a PaintError (its `reason` one of
-// REASONS) and stops when `signal` aborts. devicePainter.js paints on this device behind the same interface.
+// REASONS) and stops when `signal` aborts. device-painter.js paints on this device behind the same interface.
+
+/**
+ * /api/config (anipaint/service/schemas.py ConfigOut).
+ * @typedef {object} Config
+ * @property {number} max_upload_bytes
+ * @property {number} max_pixels
+ * @property {number} max_side
+ * @property {number} video_max_bytes  a video's or animated picture's upload limit
+ * @property {number} video_max_seconds
+ * @property {string | null} default_style
+ * @property {boolean} faces
+ * @property {boolean} commercial_only  only styles whose licence allows commercial use are offered
+ * @property {string} version
+ */
+
+/**
+ * A row of /api/styles (StyleOut).
+ * @typedef {object} StyleInfo
+ * @property {string} id
+ * @property {string} label  "Hayao (AnimeGANv3)"
+ * @property {string} description
+ * @property {string} licence  its id: Apache-2.0, CC-BY-NC-SA-4.0 or non-commercial
+ * @property {string} licence_text
+ * @property {string} licence_source
+ * @property {boolean} commercial
+ * @property {boolean} available
+ * @property {string | null} reason  why it is not available here
+ * @property {"ready" | "converting" | "optimising" | "unavailable"} state
+ * @property {string | null} detail
+ * @property {string | null} engine
+ * @property {string} thumbnail  its sample picture's URL
+ * @property {boolean} default
+ * @property {"style" | "face"} kind  face: an anime-face model for portraits
+ */
+
+/**
+ * A job, as POST /api/jobs and GET /api/jobs/{id} answer (JobOut).
+ * @typedef {object} JobInfo
+ * @property {string} id
+ * @property {"queued" | "running" | "done" | "failed"} status
+ * @property {string} stage
+ * @property {number} progress
+ * @property {number} position
+ * @property {string | null} [error]
+ * @property {string | null} [error_kind]  image, style, busy or internal, when failed
+ * @property {string} style
+ * @property {number | null} [width]
+ * @property {number | null} [height]
+ * @property {number | null} [faces_found]
+ * @property {string | null} [engine]
+ * @property {number | null} [frame]
+ * @property {number | null} [frames]
+ * @property {number | null} [eta_seconds]
+ * @property {string | null} [media_type]
+ */
+
+/**
+ * What a paint asks for (job.js paintOptions).
+ * @typedef {object} PaintOptions
+ * @property {string} style
+ * @property {number} maxSide  the long side's cap; 0 keeps the size
+ * @property {boolean} faces
+ * @property {string | null} faceStyle
+ * @property {boolean} portrait
+ * @property {string | null} background
+ * @property {number} strength  0…1
+ * @property {boolean | null} temporal  a clip only: keep it steady
+ */
+
+/**
+ * How a paint is getting on.
+ * @typedef {object} Progress
+ * @property {string} stage  uploading, queued, starting, download, decode, paint, faces, encode…
+ * @property {number} progress  0…1
+ * @property {number} [position]  the place in the queue
+ * @property {boolean} [waiting]  in a queue, not painting yet
+ * @property {number} [frame]  a clip's frames painted
+ * @property {number} [frames]  a clip's frames (0: not known)
+ * @property {number | null} [eta]  the seconds left
+ * @property {boolean} [unmeasured]  no fraction to show
+ */
+
+/**
+ * What a paint answers; `mediaType` and `frames` for a clip only.
+ * @typedef {object} Painted
+ * @property {Blob} blob
+ * @property {number} width
+ * @property {number} height
+ * @property {string} style
+ * @property {number} facesFound
+ * @property {string | null | undefined} engine
+ * @property {string} [mediaType]
+ * @property {number} [frames]
+ */
+
+/**
+ * @typedef {object} Painter
+ * @property {"server" | "device"} where
+ * @property {(file: File, options: PaintOptions, onProgress: (p: Progress) => void, signal: AbortSignal)
+ *   => Promise<Painted>} paint
+ */
+
+/**
+ * @typedef {"network" | "gone" | "busy" | "tooBig" | "notImage" | "style" | "timeout" | "failed" | "cancelled"
+ *   | "checksum" | "deviceDecode" | "device"} Reason
+ */
 
 const POLL_MS = 400;
 
+/** @type {Reason[]} */
 export const REASONS = ["network", "gone", "busy", "tooBig", "notImage", "style", "timeout", "failed", "cancelled",
   "checksum", "deviceDecode", "device"]; // the last three from the device painter
 
 export class PaintError extends Error {
+  /**
+   * @param {Reason} reason
+   * @param {string} [detail]  the server's reason, shown under the message
+   * @param {number} [retryAfter]  seconds, when busy
+   */
   constructor(reason, detail = "", retryAfter = 0) {
     super(detail || reason);
     this.reason = reason;
@@ -28,16 +141,19 @@ export class PaintError extends Error {
 const cancelled = () => new PaintError("cancelled");
 
 // True once /readyz answers 200; false while it does not; throws when the server cannot be reached.
+/** @returns {Promise<boolean>} */
 export async function isReady() {
   return (await fetch("/readyz", { cache: "no-store" })).ok;
 }
 
 // The server's limits and defaults, or null (the page's own defaults then hold).
+/** @returns {Promise<Config | null>} */
 export async function getConfig() {
   const res = await fetch("/api/config");
   return res.ok ? res.json() : null;
 }
 
+/** @returns {Promise<StyleInfo[]>} */
 export async function getStyles() {
   const res = await fetch("/api/styles");
   if (!res.ok) throw new Error(String(res.status));
@@ -45,6 +161,11 @@ export async function getStyles() {
 }
 
 // A style's sample picture: {blob, pending} (pending: a placeholder until the real one is painted).
+/**
+ * @param {string} url
+ * @param {boolean} fresh  past the HTTP cache
+ * @returns {Promise<{pending: boolean, blob: Blob} | null>}
+ */
 export async function getThumbnail(url, fresh) {
   const res = await fetch(url, { cache: fresh ? "no-store" : "default" });
   if (!res.ok) return null;
@@ -52,6 +173,10 @@ export async function getThumbnail(url, fresh) {
 }
 
 // A refused request as a PaintError.
+/**
+ * @param {Response} res
+ * @returns {Promise<PaintError>}
+ */
 async function httpError(res) {
   let detail = "";
   try { detail = (await res.json()).detail || ""; } catch (_) { /* not JSON */ }
@@ -64,17 +189,25 @@ async function httpError(res) {
 }
 
 // A failed job (its error_kind) as a PaintError.
+/** @param {JobInfo} info */
 function jobError(info) {
-  const reason = { image: "notImage", style: "style", busy: "busy" }[info.error_kind] || "failed";
+  /** @type {Record<string, Reason>} */
+  const reasons = { image: "notImage", style: "style", busy: "busy" };
+  const reason = (info.error_kind && reasons[info.error_kind]) || "failed";
   return new PaintError(reason, reason === "busy" ? "" : info.error || "");
 }
 
+/** @param {File} file */
 function imageForm(file) {
   const body = new FormData();
   body.append("image", file, file.name || "pasted.png");
   return body;
 }
 
+/**
+ * @param {File} file
+ * @param {PaintOptions} options
+ */
 function form(file, options) {
   const body = imageForm(file);
   body.append("style", options.style);
@@ -91,6 +224,11 @@ function form(file, options) {
 // The photo as the server decodes it, for a browser that cannot (HEIC on Chrome and Firefox): a PNG Blob, upright,
 // without metadata, its long side capped at `maxSide` ("512", "original", …) as a paint at that size caps it, so
 // it has the painted picture's size. Rejects with a PaintError.
+/**
+ * @param {File} file
+ * @param {string} maxSide
+ * @returns {Promise<Blob>}
+ */
 export async function getPreview(file, maxSide) {
   const body = imageForm(file);
   body.append("max_side", String(maxSide));
@@ -104,12 +242,18 @@ export async function getPreview(file, maxSide) {
   return res.blob();
 }
 
+/**
+ * @param {number} ms
+ * @param {AbortSignal} [signal]
+ * @returns {Promise<void>}
+ */
 const pause = (ms, signal) => new Promise((resolve, reject) => {
   const timer = setTimeout(resolve, ms);
   signal?.addEventListener("abort", () => { clearTimeout(timer); reject(cancelled()); }, { once: true });
 });
 
 // Paints on the server: queues a job, polls it, fetches the PNG. Abort deletes the job.
+/** @type {Painter} */
 export const serverPainter = {
   where: "server",
   async paint(file, options, onProgress, signal) {
@@ -121,6 +265,7 @@ export const serverPainter = {
       throw signal?.aborted ? cancelled() : new PaintError("network");
     }
     if (res.status !== 202) throw await httpError(res);
+    /** @type {JobInfo} */
     let info = await res.json();
     const forget = () => fetch(`/api/jobs/${info.id}`, { method: "DELETE" }).catch(() => { /* gone anyway */ });
     if (signal?.aborted) { forget(); throw cancelled(); }
@@ -143,8 +288,10 @@ export const serverPainter = {
     try { png = await fetch(`/api/jobs/${info.id}/result`, { signal }); } catch (_) { png = null; }
     if (signal?.aborted) throw cancelled();
     if (!png || !png.ok) throw new PaintError(png && png.status === 404 ? "gone" : "network");
+    // A job that is done has its size.
+    const { width, height } = /** @type {JobInfo & {width: number, height: number}} */ (info);
     return {
-      blob: await png.blob(), width: info.width, height: info.height, style: info.style,
+      blob: await png.blob(), width, height, style: info.style,
       facesFound: info.faces_found || 0, engine: info.engine, mediaType: info.media_type || "image/png",
       frames: info.frames || 0,
     };
@@ -152,6 +299,10 @@ export const serverPainter = {
 };
 
 // "done" still reads as running: the picture is fetched and decoded after the job reports done.
+/**
+ * @param {JobInfo} info
+ * @returns {Progress}
+ */
 function progressOf(info) {
   const stage = info.status === "queued" ? "queued" : info.stage || info.status;
   return {

@@ -1,3 +1,4 @@
+// @ts-check
 // Style strength in the browser: the photo and the full-strength picture mixed in CIE L*a*b* (D65) with the
 // same formulas as anipaint/postprocess.py, so the slider shows what `strength=` paints, without a request.
 const RGB_TO_XYZ = [
@@ -14,6 +15,12 @@ const LINEAR = Float64Array.from({ length: 256 }, (_, i) => {
   return c <= 0.04045 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4;
 });
 
+/** @typedef {number[][]} Matrix  3×3, by rows */
+
+/**
+ * @param {Matrix} m
+ * @returns {Matrix}
+ */
 function invert(m) {
   const [[a, b, c], [d, e, f], [g, h, i]] = m;
   const A = e * i - f * h, B = f * g - d * i, C = d * h - e * g;
@@ -25,8 +32,11 @@ function invert(m) {
   ];
 }
 
+/** @param {number} t */
 const f = (t) => (t > DELTA ** 3 ? Math.cbrt(t) : t / (3 * DELTA * DELTA) + 4 / 29);
+/** @param {number} v */
 const fInv = (v) => (v > DELTA ? v * v * v : 3 * DELTA * DELTA * (v - 4 / 29));
+/** @param {number} lin */
 const encode = (lin) => {
   const v = lin <= 0 ? 0 : lin >= 1 ? 1 : lin;
   const c = v <= 0.0031308 ? 12.92 * v : 1.055 * v ** (1 / 2.4) - 0.055;
@@ -34,6 +44,10 @@ const encode = (lin) => {
 };
 
 // RGBA bytes (ImageData.data) → L*a*b*, three floats per pixel.
+/**
+ * @param {Uint8ClampedArray} rgba
+ * @returns {Float32Array}
+ */
 export function toLab(rgba) {
   const n = rgba.length >> 2;
   const lab = new Float32Array(n * 3);
@@ -51,6 +65,12 @@ export function toLab(rgba) {
 }
 
 // photo + s·(painted − photo) in L*a*b*, written as RGB into `out` (an ImageData's data; alpha untouched).
+/**
+ * @param {Float32Array} photoLab
+ * @param {Float32Array} paintedLab
+ * @param {number} s
+ * @param {Uint8ClampedArray} out
+ */
 export function mix(photoLab, paintedLab, s, out) {
   const [m0, m1, m2] = XYZ_TO_RGB;
   const n = photoLab.length / 3;

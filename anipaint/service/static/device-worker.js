@@ -1,3 +1,5 @@
+// @ts-check
+/// <reference lib="webworker" />
 // The device painter's Web Worker: fetches a style's ONNX file (checking its sha256), runs it with ONNX Runtime
 // Web (WebGPU where the browser has it, else WebAssembly with SIMD and threads) and does the server's pre- and
 // post-processing around it: EXIF orientation, the long-side cap (resize.js), the edge and reflect padding to
@@ -8,22 +10,46 @@
 // `loaded` is every URL this worker fetched (its modules, the runtime, the model), for the page to hand to its
 // service worker when this worker started before that one took control (offline.js).
 
-import * as ort from "./vendor/ort/ort.min.mjs";
+import * as ort from "./vendor/ort/ort.min.mjs"; // its types: types/vendor/ort/ort.min.d.mts
 import { mix, toLab } from "./blend.js";
 import { fitLongSide, resizeLanczos } from "./resize.js";
 
+/**
+ * @import { DeviceModel, DeviceProgress, DeviceReason, Ep, PaintAnswer, PaintRequest, WarmAnswer, WarmRequest }
+ *   from "./device.js"
+ */
+/** @typedef {(p: DeviceProgress) => void} Hear */
+/** @typedef {{session: ort.InferenceSession, ep: Ep}} Loaded */
+/**
+ * The part of WebGPU this worker asks for (TypeScript's lib has no WebGPU types).
+ * @typedef {{requestAdapter(): Promise<{info?: {isFallbackAdapter?: boolean}} | null>}} GPU
+ */
+
+// This scope: a dedicated worker's (the program's `self` is typed as the page's window).
+const scope = /** @type {DedicatedWorkerGlobalScope & {navigator: {gpu?: GPU}}} */ (/** @type {unknown} */ (self));
+
 ort.env.wasm.wasmPaths = new URL("./vendor/ort/", import.meta.url).href;
 // Threads need cross-origin isolation (SharedArrayBuffer); every core, as native ONNX Runtime uses them.
-ort.env.wasm.numThreads = self.crossOriginIsolated ? Math.min(8, navigator.hardwareConcurrency || 1) : 1;
+ort.env.wasm.numThreads = scope.crossOriginIsolated ? Math.min(8, navigator.hardwareConcurrency || 1) : 1;
 ort.env.wasm.simd = true;
 ort.env.logLevel = "error";
 
 const MODELS = "anipaint-models"; // the service worker's cache of model files (sw.js)
+/** @type {Map<string, Promise<Loaded>>} */
 const sessions = new Map(); // sha256 + execution provider → Promise of {session, ep}, shared while it loads
+/** @type {Map<Promise<Loaded>, Set<Hear>>} */
 const loading = new Map(); // a session's Promise while it loads → the progress callbacks of everyone waiting for it
+/** @type {Map<string, Promise<unknown>>} */
 const runs = new Map(); // the same key → Promise of its latest run: one run at a time (a paint waits for a warm-up)
+/** @type {Set<string>} */
 const warmed = new Set(); // keys whose session has had its warm-up run
 
+/**
+ * @template T
+ * @param {string} key
+ * @param {() => Promise<T>} run
+ * @returns {Promise<T>}
+ */
 function oneAtATime(key, run) {
   const next = (runs.get(key) || Promise.resolve()).then(run);
   runs.set(key, next.catch(() => {}));
@@ -31,12 +57,22 @@ function oneAtATime(key, run) {
 }
 
 class Refused extends Error {
+  /**
+   * @param {DeviceReason} reason
+   * @param {string} message
+   */
   constructor(reason, message) { super(message); this.reason = reason; }
 }
 
+/** @param {ArrayBuffer} buf */
 const hex = (buf) => [...new Uint8Array(buf)].map((b) => b.toString(16).padStart(2, "0")).join("");
 
 // The model's bytes, reporting {stage: "download", loaded, total}; refused unless its sha256 is the manifest's.
+/**
+ * @param {DeviceModel} model
+ * @param {Hear} progress
+ * @returns {Promise<Uint8Array>}
+ */
 async function download(model, progress) {
   let res;
   try { res = await fetch(model.url); } catch (_) {
@@ -44,6 +80,7 @@ async function download(model, progress) {
   }
   if (!res.ok) throw new Refused("network", `the ${model.id} model could not be downloaded (HTTP ${res.status})`);
   const total = model.bytes || Number(res.headers.get("Content-Length")) || 0;
+  if (!res.body) throw new Refused("network", `the ${model.id} model came back empty`);
   const reader = res.body.getReader();
   const parts = [];
   let loaded = 0;
@@ -71,21 +108,31 @@ async function download(model, progress) {
 // A GPU's WebGPU adapter, or null: a software one (SwiftShader, WebGPU emulated on the CPU) paints a hundred times
 // slower than WebAssembly does.
 async function hardwareAdapter() {
-  const adapter = await self.navigator.gpu?.requestAdapter();
+  const adapter = await scope.navigator.gpu?.requestAdapter();
   return adapter && !adapter.info?.isFallbackAdapter ? adapter : null;
 }
 
 // The style's session, made once; a second caller while it loads (a paint during the warm-up) shares that load and
 // its refusal, and a failed load is forgotten so that the next paint tries again.
+/**
+ * @param {DeviceModel} model
+ * @param {Ep | undefined} ep
+ * @param {Hear} progress
+ * @returns {Promise<Loaded>}
+ */
 async function session(model, ep, progress) {
-  const wanted = ep || (self.navigator.gpu ? "webgpu" : "wasm");
+  /** @type {Ep} */
+  const wanted = ep || (scope.navigator.gpu ? "webgpu" : "wasm");
   for (const key of [`${model.sha256}|${wanted}`, `${model.sha256}|wasm`]) {
-    if (!sessions.has(key)) continue;
-    loading.get(sessions.get(key))?.add(progress); // still loading: this caller hears its progress too
-    return sessions.get(key);
+    const known = sessions.get(key);
+    if (!known) continue;
+    loading.get(known)?.add(progress); // still loading: this caller hears its progress too
+    return known;
   }
   const key = `${model.sha256}|${wanted}`;
+  /** @type {Set<Hear>} */
   const listeners = new Set([progress]);
+  /** @type {Promise<Loaded>} */
   const made = load(model, wanted, (p) => { for (const hear of listeners) hear(p); }).then((found) => {
     sessions.set(`${model.sha256}|${found.ep}`, made);
     return found;
@@ -96,9 +143,16 @@ async function session(model, ep, progress) {
   return made;
 }
 
+/**
+ * @param {DeviceModel} model
+ * @param {Ep} wanted
+ * @param {Hear} progress
+ * @returns {Promise<Loaded>}
+ */
 async function load(model, wanted, progress) {
   const bytes = await download(model, progress);
   progress({ stage: "starting", progress: 0 });
+  /** @type {Ep[]} */
   const order = wanted === "webgpu" ? ["webgpu", "wasm"] : ["wasm"];
   let last;
   for (const name of order) {
@@ -112,22 +166,38 @@ async function load(model, wanted, progress) {
       last = error; // WebGPU offered but unusable (no adapter, a missing kernel): WebAssembly next
     }
   }
-  throw new Refused("failed", `the ${model.id} model did not load here: ${last && last.message}`);
+  const why = /** @type {{message?: string} | undefined} */ (last);
+  throw new Refused("failed", `the ${model.id} model did not load here: ${why && why.message}`);
 }
 
+/**
+ * @param {Blob | ImageBitmap} image
+ * @returns {Promise<{data: Uint8ClampedArray, w: number, h: number}>}
+ */
 async function pixels(image) {
   // Upright as the server turns it (EXIF orientation), colours as stored (the server ignores ICC profiles too).
   const bitmap = image instanceof ImageBitmap ? image : await createImageBitmap(image, {
     imageOrientation: "from-image", premultiplyAlpha: "none", colorSpaceConversion: "none",
   }).catch(() => { throw new Refused("notImage", "this browser cannot read that picture"); });
   const canvas = new OffscreenCanvas(bitmap.width, bitmap.height);
-  const ctx = canvas.getContext("2d", { willReadFrequently: true });
+  const ctx = context2d(canvas, { willReadFrequently: true });
   ctx.drawImage(bitmap, 0, 0);
   const data = ctx.getImageData(0, 0, bitmap.width, bitmap.height).data;
   return { data, w: bitmap.width, h: bitmap.height };
 }
 
+/**
+ * @param {OffscreenCanvas} canvas
+ * @param {CanvasRenderingContext2DSettings} [settings]
+ */
+function context2d(canvas, settings) {
+  const ctx = canvas.getContext("2d", settings);
+  if (!ctx) throw new Refused("failed", "this browser has no 2D canvas in a worker");
+  return ctx;
+}
+
 // RGBA → RGB and alpha bytes (alpha null when opaque, as the server drops it).
+/** @param {Uint8ClampedArray} rgba */
 function split(rgba) {
   const n = rgba.length >> 2;
   const rgb = new Uint8Array(n * 3), alpha = new Uint8Array(n);
@@ -143,13 +213,23 @@ function split(rgba) {
 const WARM_SIDE = 128; // the warm-up picture's side: every kernel a paint uses, at a sixteenth of 512 px's work
 
 // anipaint/networks/padding.py alignment_padding: up to a multiple, at least `cells` of them.
+/** @type {(n: number, multiple: number, cells: number) => number} */
 const target = (n, multiple, cells) => Math.max(Math.ceil(n / multiple) * multiple, cells * multiple);
 
 // RGB bytes h×w → NCHW float32 in [-1, 1] of size H×W: rows/columns past the picture reflected (pad_to_multiple's
 // "reflect") or repeated ("replicate", when a pad is as large as the picture, and for pictures edge-padded up to
 // the networks' minimum first, as the engine does).
+/**
+ * @param {Uint8Array} rgb
+ * @param {number} w
+ * @param {number} h
+ * @param {number} W
+ * @param {number} H
+ * @param {boolean} reflect
+ */
 function tensor(rgb, w, h, W, H, reflect) {
   const out = new Float32Array(3 * H * W);
+  /** @type {(i: number, n: number) => number} */
   const at = (i, n) => (i < n ? i : reflect ? 2 * (n - 1) - i : n - 1);
   for (let y = 0; y < H; y++) {
     const sy = at(y, h);
@@ -167,6 +247,11 @@ function tensor(rgb, w, h, W, H, reflect) {
 // picture. The browser compiles the runtime's WebAssembly quickly and its hot loops again, optimised, in the
 // background once they have run: measured in headless Chromium (2 cores), the first 512 px v3-hayao paint took
 // 6.0 s cold, 1.7 s after this warm-up and two seconds of choosing a photo, against 1.5 s for later paints.
+/**
+ * @param {WarmRequest} request
+ * @param {Hear} progress
+ * @returns {Promise<WarmAnswer>}
+ */
 async function warm({ model, ep }, progress) {
   const found = await session(model, ep, progress);
   const key = `${model.sha256}|${found.ep}`;
@@ -183,6 +268,11 @@ async function warm({ model, ep }, progress) {
   return { ep: found.ep };
 }
 
+/**
+ * @param {PaintRequest} request
+ * @param {Hear} progress
+ * @returns {Promise<PaintAnswer>}
+ */
 async function paint({ model, image, maxSide, strength, ep }, progress) {
   const { session: s, ep: used } = await session(model, ep, progress);
   progress({ stage: "decode", progress: 0 });
@@ -200,7 +290,7 @@ async function paint({ model, image, maxSide, strength, ep }, progress) {
   const outputs = await oneAtATime(`${model.sha256}|${used}`, () => s.run({ [s.inputNames[0]]: input }));
   const y = outputs[s.outputNames[0]];
   const [oh, ow] = y.dims.slice(2);
-  const data = y.data;
+  const data = /** @type {Float32Array} */ (y.data); // the networks answer in float32
   progress({ stage: "encode", progress: 0.9 });
   const rgba = new Uint8ClampedArray(w * h * 4);
   for (let yy = 0; yy < h; yy++) {
@@ -222,17 +312,22 @@ async function paint({ model, image, maxSide, strength, ep }, progress) {
   input.dispose?.();
   y.dispose?.();
   const canvas = new OffscreenCanvas(w, h);
-  canvas.getContext("2d").putImageData(new ImageData(rgba, w, h), 0, 0);
+  context2d(canvas).putImageData(new ImageData(rgba, w, h), 0, 0);
   return { png: await canvas.convertToBlob({ type: "image/png" }), width: w, height: h, ep: used };
 }
 
-self.onmessage = async (event) => {
-  const { id } = event.data;
-  const progress = (p) => self.postMessage({ id, progress: p });
+/** @param {MessageEvent} event */
+scope.onmessage = async (event) => {
+  const request = /** @type {{id: number} & (PaintRequest | WarmRequest)} */ (event.data);
+  const { id } = request;
+  /** @type {Hear} */
+  const progress = (p) => scope.postMessage({ id, progress: p });
   try {
-    const done = await (event.data.warm ? warm : paint)(event.data, progress);
-    self.postMessage({ id, ...done, loaded: performance.getEntriesByType("resource").map((entry) => entry.name) });
+    const done = await (request.warm ? warm(request, progress) : paint(request, progress));
+    scope.postMessage({ id, ...done, loaded: performance.getEntriesByType("resource").map((entry) => entry.name) });
   } catch (error) {
-    self.postMessage({ id, error: { reason: error.reason || "failed", message: error.message || String(error) } });
+    const reason = (error instanceof Refused && error.reason) || "failed";
+    const message = (error instanceof Error && error.message) || String(error);
+    scope.postMessage({ id, error: { reason, message } });
   }
 };

@@ -1,3 +1,4 @@
+// @ts-check
 // Painting on this device, for any page of the same origin:
 //
 //   import { paintOnDevice, deviceStyles } from "/static/device.js";
@@ -13,9 +14,64 @@
 // Errors are DeviceError, with a `reason`: style, tooBig, checksum, network, notImage, unsupported, cancelled,
 // failed. deviceFiles() lists the URLs painting here has loaded, for a page's service worker to keep.
 
+/**
+ * A row of /api/device/styles (anipaint/service/routes/device.py DeviceStyleOut).
+ * @typedef {object} DeviceRow
+ * @property {string} id
+ * @property {string} label
+ * @property {boolean} on_device  whether this browser can paint it now
+ * @property {string} state  ready, not_ready (being made or not made yet) or unsupported
+ * @property {string | null} reason  why it cannot paint on the device
+ * @property {string | null} [url]  the ONNX file
+ * @property {string | null} [sha256]
+ * @property {number | null} [bytes]
+ * @property {string | null} [weights]
+ * @property {number | null} [multiple]  pad H and W to a multiple of this,
+ * @property {number | null} [min_cells]  and to at least this many multiples
+ * @property {number | null} [min_side]  edge-pad smaller pictures to this first
+ */
+
+/**
+ * A row that can paint on the device: its model's fields are all there.
+ * @typedef {DeviceRow & {url: string, sha256: string, bytes: number, multiple: number, min_cells: number,
+ *   min_side: number}} DeviceModel
+ */
+
+/** @typedef {"webgpu" | "wasm"} Ep  the execution provider */
+
+/**
+ * What onProgress hears.
+ * @typedef {{stage: "download", loaded: number, total: number}
+ *   | {stage: "starting" | "decode" | "paint" | "encode" | "done", progress: number}} DeviceProgress
+ */
+
+/**
+ * @typedef {"style" | "tooBig" | "checksum" | "network" | "notImage" | "unsupported" | "cancelled" | "failed"}
+ *   DeviceReason
+ */
+
+/**
+ * The messages device-worker.js takes: a paint, or getting a style ready (`warm`) before there is a photo.
+ * @typedef {{model: DeviceModel, image: Blob | ImageBitmap, maxSide: number, strength: number, ep?: Ep,
+ *   warm?: false}} PaintRequest
+ * @typedef {{model: DeviceModel, ep?: Ep, warm: true}} WarmRequest
+ */
+
+/**
+ * What it answers, with the message's id: {progress} while it works, then what it made or {error}.
+ * @typedef {{ep: Ep, loaded?: string[]}} WarmAnswer  `loaded`: every URL the worker has fetched
+ * @typedef {WarmAnswer & {png: Blob, width: number, height: number}} PaintAnswer
+ * @typedef {{id: number, progress?: DeviceProgress, error?: {reason: DeviceReason, message: string}}
+ *   & Partial<PaintAnswer>} WorkerReply
+ */
+
 export const MAX_DEVICE_SIDE = 1024;
 
 export class DeviceError extends Error {
+  /**
+   * @param {DeviceReason} reason
+   * @param {string} message
+   */
   constructor(reason, message) {
     super(message);
     this.name = "DeviceError";
@@ -23,13 +79,28 @@ export class DeviceError extends Error {
   }
 }
 
+// This module's own bookkeeping, not the page's state: other pages import this module without the page's store
+// (see the top), and nothing here is shown; the page keeps what it shows (the rows, the switch, a damaged model) in
+// its store (device-mode.js). One worker and its calls in flight, the manifest read once, the files loaded.
+/** @type {Promise<DeviceRow[]> | null} */
 let manifest = null; // Promise of /api/device/styles
+/** @type {Worker | null} */
 let worker = null;
 let nextId = 0;
-const waiting = new Map(); // message id → {resolve, reject, onProgress}
+/**
+ * message id → the call waiting for its answer
+ * @type {Map<number, {resolve: (answer: WarmAnswer) => void, reject: (error: DeviceError) => void,
+ *   onProgress?: (p: DeviceProgress) => void}>}
+ */
+const waiting = new Map();
+/** @type {Set<string>} */
 const files = new Set(); // every URL the device painter has loaded: its worker's script, modules, runtime, models
 
 // The rows of /api/device/styles (offline: the service worker's copy); `fresh` asks again.
+/**
+ * @param {{fresh?: boolean}} [options]
+ * @returns {Promise<DeviceRow[]>}
+ */
 export function deviceManifest({ fresh = false } = {}) {
   if (!manifest || fresh) {
     manifest = fetch("/api/device/styles").then((res) => {
@@ -38,10 +109,11 @@ export function deviceManifest({ fresh = false } = {}) {
     });
     manifest.catch(() => { manifest = null; });
   }
-  return manifest;
+  return /** @type {Promise<DeviceRow[]>} */ (manifest);
 }
 
 // Why this browser cannot paint at all, or "" when it can.
+/** @returns {string} */
 export function deviceSupport() {
   if (typeof WebAssembly !== "object" || typeof Worker !== "function" || typeof OffscreenCanvas !== "function") {
     return "this browser lacks WebAssembly, module workers or OffscreenCanvas";
@@ -51,6 +123,7 @@ export function deviceSupport() {
 }
 
 // The ids of the styles this browser can paint now.
+/** @returns {Promise<string[]>} */
 export async function deviceStyles() {
   if (deviceSupport()) return [];
   return (await deviceManifest()).filter((s) => s.on_device).map((s) => s.id);
@@ -58,23 +131,25 @@ export async function deviceStyles() {
 
 // The URLs painting on this device has loaded so far. A worker started before the page's service worker took
 // control fetched them past it; a page hands these to it to keep them for offline use (the page's offline.js).
+/** @returns {string[]} */
 export function deviceFiles() {
   return [...files];
 }
 
+/** @returns {Worker} */
 function ensureWorker() {
   if (worker) return worker;
   const script = new URL("./device-worker.js", import.meta.url);
   files.add(script.href);
   worker = new Worker(script, { type: "module" });
   worker.onmessage = (event) => {
-    const { id, progress, error, ...done } = event.data;
+    const { id, progress, error, ...done } = /** @type {WorkerReply} */ (event.data);
     const job = waiting.get(id);
     if (!job) return;
     if (progress) { job.onProgress?.(progress); return; }
     waiting.delete(id);
     if (error) job.reject(new DeviceError(error.reason, error.message));
-    else job.resolve(done);
+    else job.resolve(/** @type {WarmAnswer} */ (done));
   };
   worker.onerror = (event) => {
     const why = new DeviceError("failed", `the device painter stopped: ${event.message || "script error"}`);
@@ -87,6 +162,10 @@ function ensureWorker() {
 }
 
 // The style's row of the manifest, or a DeviceError saying why this browser cannot paint it.
+/**
+ * @param {string | undefined} style
+ * @returns {Promise<DeviceModel>}
+ */
 async function deviceModel(style) {
   const unsupported = deviceSupport();
   if (unsupported) throw new DeviceError("unsupported", `cannot paint on this device: ${unsupported}`);
@@ -94,17 +173,23 @@ async function deviceModel(style) {
   const model = rows.find((row) => row.id === style);
   if (!model) throw new DeviceError("style", `unknown style ${style}`);
   if (!model.on_device) throw new DeviceError("style", `${style} cannot paint on this device: ${model.reason}`);
-  return model;
+  return /** @type {DeviceModel} */ (model); // on_device: the server sent its model's fields
 }
 
 // One message to the worker; resolves with its answer. `signal` cancels: the call is refused as cancelled at once.
 // A run in WebAssembly cannot be stopped halfway, so the worker goes (a new one starts next time), unless other
 // calls are waiting on it: then it finishes and the cancelled call's answer is dropped.
+/**
+ * @param {PaintRequest | WarmRequest} message
+ * @param {((p: DeviceProgress) => void) | undefined} onProgress
+ * @param {AbortSignal | undefined} signal
+ * @returns {Promise<WarmAnswer>}
+ */
 function ask(message, onProgress, signal) {
   if (signal?.aborted) return Promise.reject(new DeviceError("cancelled", "cancelled"));
   const id = ++nextId;
   const w = ensureWorker();
-  return new Promise((resolve, reject) => {
+  return /** @type {Promise<WarmAnswer>} */ (new Promise((resolve, reject) => {
     waiting.set(id, { resolve, reject, onProgress });
     signal?.addEventListener("abort", () => {
       if (!waiting.delete(id)) return;
@@ -114,12 +199,13 @@ function ask(message, onProgress, signal) {
       if (worker === w) { worker = null; ready.clear(); }
     }, { once: true });
     w.postMessage({ id, ...message });
-  }).then((result) => {
+  })).then((result) => {
     for (const url of result.loaded || []) files.add(url);
     return result;
   });
 }
 
+/** @type {Map<string, Promise<{ep: Ep}>>} */
 const ready = new Map(); // style|ep → Promise of prepareOnDevice's answer, so that asking twice loads once
 
 // Get `style` ready to paint before there is a photo: its model downloaded and checked (reported to onProgress as
@@ -127,6 +213,11 @@ const ready = new Map(); // style|ep → Promise of prepareOnDevice's answer, so
 // paintOnDevice then skips all that, and runs optimised code sooner: the browser optimises the runtime's hot code
 // while the person chooses a photo. Resolves with {ep}; rejects with a DeviceError as paintOnDevice would (a
 // damaged model: "checksum", and the next call fetches it again).
+/**
+ * @param {string} style
+ * @param {{ep?: Ep, onProgress?: (p: DeviceProgress) => void, signal?: AbortSignal}} [options]
+ * @returns {Promise<{ep: Ep}>}
+ */
 export function prepareOnDevice(style, { ep, onProgress, signal } = {}) {
   const key = `${style}|${ep || ""}`;
   if (!ready.has(key)) {
@@ -136,11 +227,18 @@ export function prepareOnDevice(style, { ep, onProgress, signal } = {}) {
     made.catch(() => { if (ready.get(key) === made) ready.delete(key); });
     ready.set(key, made);
   }
-  return ready.get(key);
+  return /** @type {Promise<{ep: Ep}>} */ (ready.get(key));
 }
 
 // Paint `image` (a Blob or an ImageBitmap) in `style`; resolves with a PNG Blob. `details(info)` also gets
 // {width, height, ep} (ep: "webgpu" or "wasm"); `ep` forces one execution provider; `signal` cancels.
+/**
+ * @param {Blob | ImageBitmap} image
+ * @param {{style?: string, maxSide?: number | string, strength?: number | string,
+ *   onProgress?: (p: DeviceProgress) => void, signal?: AbortSignal, ep?: Ep,
+ *   details?: (info: {width: number, height: number, ep: Ep}) => void}} [options]
+ * @returns {Promise<Blob>}
+ */
 export async function paintOnDevice(image, {
   style, maxSide = 512, strength = 1, onProgress, signal, ep, details,
 } = {}) {
@@ -158,7 +256,8 @@ export async function paintOnDevice(image, {
   const s = Number(strength);
   if (!(s >= 0 && s <= 1)) throw new DeviceError("failed", "strength must be between 0 and 1");
   const model = await deviceModel(style);
-  const result = await ask({ model, image, maxSide: side, strength: s, ep }, onProgress, signal);
+  const asked = ask({ model, image, maxSide: side, strength: s, ep }, onProgress, signal);
+  const result = /** @type {PaintAnswer} */ (await asked); // a paint's answer has its picture
   onProgress?.({ stage: "done", progress: 1 });
   details?.({ width: result.width, height: result.height, ep: result.ep });
   return result.png;

@@ -1,6 +1,15 @@
+// @ts-check
 // Every string the page shows, in English and Chinese, and the view that writes them into the static markup.
 // The language is the saved choice, else navigator.language (zh* → zh).
 
+import { $ } from "./dom.js";
+
+/** @import { StyleInfo } from "./api.js" */
+/** @import { PageStore } from "./store.js" */
+/** @typedef {"en" | "zh"} Lang */
+/** @typedef {(key: string, vars?: Readonly<Record<string, unknown>>) => string} Translate  translate() in a language */
+
+/** @type {Record<Lang, Record<string, string>>} */
 export const STRINGS = {
   en: {
     "doc.title": "AniPaint — photos into anime paintings",
@@ -66,10 +75,9 @@ export const STRINGS = {
     "style.licence": "Licence: {id}",
     "style.licence.commercial": "commercial use allowed",
     "style.licence.noncommercial": "not for commercial use",
-    "style.more": "{n} more styles can be added here: `anipaint models fetch <style>` or their files in the models folder (see the README).",
-    "style.none": "No style is available here yet: run `anipaint models prepare` or `anipaint models fetch <style>`.",
+    "style.none": "No style can paint here yet. Please come back in a little while.",
     "style.commercialOnly": "This server offers only styles whose licence allows commercial use.",
-    "style.noneCommercial": "No style here is cleared for commercial use, and this server offers only those. See the README's licence table.",
+    "style.noneCommercial": "No style here is cleared for commercial use, and this site offers only those.",
     "strength.label": "Style strength",
     "opt.device": "Paint on this device",
     "opt.device.hint": "Your photo stays in this browser; turning this on downloads the painter once",
@@ -172,10 +180,9 @@ export const STRINGS = {
     "style.licence": "许可：{id}",
     "style.licence.commercial": "允许商业使用",
     "style.licence.noncommercial": "不可商业使用",
-    "style.more": "还可以添加 {n} 个风格：运行 `anipaint models fetch <风格>`，或把模型文件放进模型文件夹（见 README）。",
-    "style.none": "这里还没有可用的风格：请运行 `anipaint models prepare` 或 `anipaint models fetch <风格>`。",
+    "style.none": "这里暂时还没有可用的风格，请稍后再来。",
     "style.commercialOnly": "本服务只提供许可允许商业使用的风格。",
-    "style.noneCommercial": "这里没有允许商业使用的风格，而本服务只提供这类风格。见 README 的许可表。",
+    "style.noneCommercial": "这里没有允许商业使用的风格，而本站只提供这类风格。",
     "strength.label": "风格强度",
     "opt.device": "在本设备上绘制",
     "opt.device.hint": "照片只留在这个浏览器里；打开后会下载一次绘图程序",
@@ -235,19 +242,33 @@ export const STRINGS = {
   },
 };
 
+/**
+ * @param {unknown} value
+ * @returns {value is Lang}
+ */
+const isLang = (value) => typeof value === "string" && Object.keys(STRINGS).includes(value);
+
+/** @returns {Lang} */
 export function pickLanguage() {
   let saved = null;
   try { saved = localStorage.getItem("anipaint.lang"); } catch (_) { /* private mode */ }
-  if (saved && STRINGS[saved]) return saved;
+  if (isLang(saved)) return saved;
   const nav = (navigator.languages && navigator.languages[0]) || navigator.language || "en";
   return nav.toLowerCase().startsWith("zh") ? "zh" : "en";
 }
 
+/** @param {Lang} lang */
 export function saveLanguage(lang) {
   try { localStorage.setItem("anipaint.lang", lang); } catch (_) { /* ignore */ }
 }
 
 // The text for `key` in `lang` (English if missing there), with each {name} replaced by vars[name].
+/**
+ * @param {Lang} lang
+ * @param {string} key
+ * @param {Readonly<Record<string, unknown>>} [vars]
+ * @returns {string}
+ */
 export function translate(lang, key, vars) {
   let text = (STRINGS[lang] && STRINGS[lang][key]) || STRINGS.en[key] || key;
   for (const [name, value] of Object.entries(vars || {})) text = text.split(`{${name}}`).join(String(value));
@@ -256,25 +277,34 @@ export function translate(lang, key, vars) {
 
 // A style's one-line description in `lang`: the page's own translation where it has one (`style.about.<id>`),
 // else the server's text, so a style the page does not know yet still says what it is.
+/**
+ * @param {Lang} lang
+ * @param {StyleInfo} style
+ * @returns {string}
+ */
 export function styleAbout(lang, style) {
   return (STRINGS[lang] && STRINGS[lang][`style.about.${style.id}`]) || style.description;
 }
 
 // Every element with data-i18n gets its text (its other data-* attributes fill the {names}), the document its
 // title and language.
+/** @param {PageStore} store */
 export function watchStaticText(store) {
   store.watch((s) => [s.lang, s.config], (s) => {
     document.documentElement.lang = s.lang === "zh" ? "zh-CN" : "en";
     document.title = translate(s.lang, "doc.title");
-    if (s.config) document.getElementById("drop-limit").dataset.mb = megabytes(s.config.max_upload_bytes);
+    if (s.config) $("drop-limit").dataset.mb = String(megabytes(s.config.max_upload_bytes));
     if (s.config && s.config.video_max_bytes) {
-      const clip = document.getElementById("clip-limit").dataset;
-      clip.vmb = megabytes(s.config.video_max_bytes);
-      clip.vs = s.config.video_max_seconds;
+      const clip = $("clip-limit").dataset;
+      clip.vmb = String(megabytes(s.config.video_max_bytes));
+      clip.vs = String(s.config.video_max_seconds);
     }
-    for (const el of document.querySelectorAll("[data-i18n]")) el.textContent = translate(s.lang, el.dataset.i18n, el.dataset);
-    document.getElementById("compare-slider").setAttribute("aria-label", translate(s.lang, "compare.label"));
+    for (const el of /** @type {NodeListOf<HTMLElement>} */ (document.querySelectorAll("[data-i18n]"))) {
+      el.textContent = translate(s.lang, el.dataset.i18n || "", el.dataset);
+    }
+    $("compare-slider").setAttribute("aria-label", translate(s.lang, "compare.label"));
   });
 }
 
+/** @param {number} bytes */
 export const megabytes = (bytes) => Math.round(bytes / (1024 * 1024));

@@ -1,3 +1,4 @@
+// @ts-check
 // The photo: chosen, dropped or pasted, checked before anything is sent, and shown in the drop zone. A photo this
 // browser cannot decode (HEIC on Chrome and Firefox) is shown, compared and re-blended from the server's upright
 // PNG of it (api.js getPreview), fetched at the chosen size so that it has the painted picture's size; the photo
@@ -6,17 +7,20 @@
 
 import { getPreview } from "./api.js";
 import { clipKind } from "./clip.js";
+import { $ } from "./dom.js";
 import { clearMessage, clipLimits, limits, showMessage, showPaintError } from "./messages.js";
 
-const $ = (id) => document.getElementById(id);
+/** @import { PageStore, State } from "./store.js" */
 
-// photo → {size, blob}: the server's PNG of a photo this browser cannot decode, at that size option.
-const previews = new WeakMap();
-let choosing = null; // the photo being read: the last one chosen wins over a slower earlier one
+// What the page draws and re-blends for a photo: the photo itself, or the server's PNG of it (state.preview).
+/**
+ * @param {File} file
+ * @param {State["preview"]} preview
+ * @returns {Blob}
+ */
+export const drawable = (file, preview) => (preview ? preview.blob : file);
 
-// What the page draws and re-blends for a photo: the photo itself, or the server's PNG of it.
-export const drawable = (file) => (previews.has(file) ? previews.get(file).blob : file);
-
+/** @param {Blob} file */
 async function decodes(file) {
   try {
     (await createImageBitmap(file)).close();
@@ -26,27 +30,44 @@ async function decodes(file) {
   }
 }
 
-// The server's PNG of `file` at the chosen size (asked again if the size changed meanwhile), kept for drawable().
+// The server's PNG of `file` at the chosen size (asked again if the size changed meanwhile), for state.preview.
 // Rejects with the PaintError of a refused or failed request.
+/**
+ * @param {PageStore} store
+ * @param {File} file
+ * @returns {Promise<NonNullable<State["preview"]>>}
+ */
 async function fetchPreview(store, file) {
   let size, blob;
   do {
     size = store.state.options.size;
     blob = await getPreview(file, size);
   } while (size !== store.state.options.size);
-  previews.set(file, { size, blob });
+  return { size, blob };
 }
 
-// Shows `file` (its drawable), freeing the URL shown before unless a paint or the result still uses it.
-function show(store, file, patch = {}) {
+// Shows `file` (its drawable: `preview`, the server's PNG of it, or itself), freeing the URL shown before unless a
+// paint or the result still uses it.
+/**
+ * @param {PageStore} store
+ * @param {File} file
+ * @param {State["preview"]} preview
+ * @param {Partial<State>} [patch]
+ */
+function show(store, file, preview, patch = {}) {
   const s = store.state;
   const inUse = [s.job && s.job.beforeUrl, s.result && s.result.beforeUrl];
   if (s.fileUrl && !inUse.includes(s.fileUrl)) URL.revokeObjectURL(s.fileUrl);
-  store.update({ file, fileUrl: URL.createObjectURL(drawable(file)), ...patch });
+  store.update({ file, preview, fileUrl: URL.createObjectURL(drawable(file, preview)), ...patch });
 }
 
+/** @param {string} type */
 const pictureOrVideo = (type) => type.startsWith("image/") || type.startsWith("video/");
 
+/**
+ * @param {PageStore} store
+ * @param {File | null | undefined} file
+ */
 export async function setFile(store, file) {
   if (!file) return;
   const s = store.state;
@@ -54,10 +75,11 @@ export async function setFile(store, file) {
     showMessage(store, "error", "err.notImage", file.name);
     return;
   }
-  choosing = file;
+  store.update({ choosing: file }); // the last one chosen wins over a slower earlier one
+  const chosen = () => store.state.choosing === file;
   let clip;
   try { clip = await clipKind(file); } catch (_) { clip = null; } // unreadable: the checks below say so
-  if (choosing !== file) return;
+  if (!chosen()) return;
   if (clip && s.config && file.size > s.config.video_max_bytes) {
     showMessage(store, "error", "err.clipTooBig", { key: "err.tooBig.clip", vars: clipLimits(s) });
     return;
@@ -67,41 +89,44 @@ export async function setFile(store, file) {
     return;
   }
   clearMessage(store);
-  if (clip) { show(store, file, { clip, phase: "ready" }); return; }
+  if (clip) { show(store, file, null, { clip, phase: "ready" }); return; }
+  let preview = null;
   try {
-    if (!(await decodes(file)) && choosing === file) {
+    if (!(await decodes(file)) && chosen()) {
       if (store.state.device.on) { showMessage(store, "error", "err.deviceDecode", file.name); return; }
-      await fetchPreview(store, file);
+      preview = await fetchPreview(store, file);
     }
   } catch (error) {
-    if (choosing === file) showPaintError(store, error);
+    if (chosen()) showPaintError(store, error);
     return;
   }
-  if (choosing === file) show(store, file, { clip: null, phase: "ready" });
+  if (chosen()) show(store, file, preview, { clip: null, phase: "ready" });
 }
 
 // Another size chosen: a photo shown from the server's PNG gets one at that size, the painted picture's.
+/** @param {PageStore} store */
 async function followSize(store) {
-  const { file, options } = store.state;
-  const preview = file && previews.get(file);
-  if (!preview || preview.size === options.size || store.state.device.on) return;
+  const { file, preview, options } = store.state;
+  if (!file || !preview || preview.size === options.size || store.state.device.on) return;
+  let fresh;
   try {
-    await fetchPreview(store, file);
+    fresh = await fetchPreview(store, file);
   } catch (error) {
     if (store.state.file === file) showPaintError(store, error);
     return;
   }
-  if (store.state.file === file) show(store, file);
+  if (store.state.file === file) show(store, file, fresh);
 }
 
+/** @param {State} s */
 function drawPhoto(s) {
-  const preview = $("preview");
-  const video = $("clip-preview");
+  const preview = /** @type {HTMLImageElement} */ ($("preview"));
+  const video = /** @type {HTMLVideoElement} */ ($("clip-preview"));
   const name = (s.file && s.file.name) || "";
   const moving = s.clip === "video";
   if (s.fileUrl && !moving) preview.src = s.fileUrl;
   preview.hidden = !s.fileUrl || moving;
-  if (moving) video.src = s.fileUrl;
+  if (moving && s.fileUrl) video.src = s.fileUrl;
   else if (video.getAttribute("src")) { video.removeAttribute("src"); video.load(); }
   video.hidden = !moving;
   $("file-name").textContent = name;
@@ -109,18 +134,19 @@ function drawPhoto(s) {
   $("dropzone").dataset.state = s.file ? "filled" : "empty";
 }
 
+/** @param {PageStore} store */
 export function watchPhoto(store) {
   store.watch((s) => [s.file, s.fileUrl, s.clip], drawPhoto);
   store.watch((s) => [s.options.size, s.device.on], () => followSize(store));
   store.watch((s) => [s.dragging], (s) => $("dropzone").classList.toggle("dragging", s.dragging));
 
   const zone = $("dropzone");
-  const input = $("file-input");
+  const input = /** @type {HTMLInputElement} */ ($("file-input"));
   zone.addEventListener("click", () => input.click());
   zone.addEventListener("keydown", (e) => {
     if (e.key === "Enter" || e.key === " ") { e.preventDefault(); input.click(); }
   });
-  input.addEventListener("change", () => { setFile(store, input.files[0]); input.value = ""; });
+  input.addEventListener("change", () => { setFile(store, input.files && input.files[0]); input.value = ""; });
   for (const name of ["dragenter", "dragover"]) {
     zone.addEventListener(name, (e) => { e.preventDefault(); if (!store.state.dragging) store.update({ dragging: true }); });
   }

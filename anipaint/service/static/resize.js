@@ -1,3 +1,4 @@
+// @ts-check
 // The server's long-side cap in the browser: anipaint/preprocess.py fit_long_side and Pillow's
 // resize(LANCZOS, reducing_gap=3.0), step by step (an integer box reduce first where the picture is more than
 // three times too big, then Lanczos-3 in 8-bit fixed point, horizontal pass first), so the device paints the
@@ -7,18 +8,33 @@ const PRECISION_BITS = 32 - 8 - 2;
 const ONE = 2 ** PRECISION_BITS;
 
 // anipaint/preprocess.py fit_long_side: never upscales; 0 or null keeps the size.
+/**
+ * @param {number} width
+ * @param {number} height
+ * @param {number | null} maxSide
+ * @returns {[number, number]}
+ */
 export function fitLongSide(width, height, maxSide) {
   if (!maxSide || Math.max(width, height) <= maxSide) return [width, height];
   const scale = maxSide / Math.max(width, height);
   // Python's round() rounds halves to even
+  /** @param {number} v */
   const round = (v) => { const r = Math.round(v); return Math.abs(v % 1) === 0.5 && r % 2 ? r - 1 : r; };
   return [Math.max(1, round(width * scale)), Math.max(1, round(height * scale))];
 }
 
+/** @param {number} x */
 const sinc = (x) => { if (x === 0) return 1; const px = x * Math.PI; return Math.sin(px) / px; };
+/** @param {number} x */
 const lanczos = (x) => (x > -3 && x < 3 ? sinc(x) * sinc(x / 3) : 0);
 
 // Pillow's precompute_coeffs: for each output pixel the first input pixel, the count and fixed-point weights.
+/**
+ * @param {number} inSize
+ * @param {number} in0
+ * @param {number} in1
+ * @param {number} outSize
+ */
 function coefficients(inSize, in0, in1, outSize) {
   const scale = (in1 - in0) / outSize;
   const filterscale = Math.max(scale, 1);
@@ -46,9 +62,21 @@ function coefficients(inSize, in0, in1, outSize) {
   return { bounds, weights, taps };
 }
 
+/** @param {number} v */
 const clip8 = (v) => { const r = Math.floor(v / ONE); return r < 0 ? 0 : r > 255 ? 255 : r; };
 
 // One pass of `channels`-interleaved bytes along x (horizontal) or y.
+/**
+ * @param {Uint8Array} src
+ * @param {number} w
+ * @param {number} h
+ * @param {number} channels
+ * @param {number} outSize
+ * @param {number} box0
+ * @param {number} box1
+ * @param {boolean} horizontal
+ * @returns {Uint8Array}
+ */
 function pass(src, w, h, channels, outSize, box0, box1, horizontal) {
   const c = coefficients(horizontal ? w : h, box0, box1, outSize);
   const ow = horizontal ? outSize : w, oh = horizontal ? h : outSize;
@@ -72,6 +100,15 @@ function pass(src, w, h, channels, outSize, box0, box1, horizontal) {
 }
 
 // Pillow's reduce(): each output pixel the rounded mean of its fx×fy block (the last ones may be smaller).
+/**
+ * @param {Uint8Array} src
+ * @param {number} w
+ * @param {number} h
+ * @param {number} channels
+ * @param {number} fx
+ * @param {number} fy
+ * @returns {{data: Uint8Array, w: number, h: number}}
+ */
 function reduce(src, w, h, channels, fx, fy) {
   const ow = Math.ceil(w / fx), oh = Math.ceil(h / fy);
   const out = new Uint8Array(ow * oh * channels);
@@ -96,6 +133,15 @@ function reduce(src, w, h, channels, fx, fy) {
 
 // Bytes of a w×h picture with `channels` interleaved → resized to ow×oh as Pillow's
 // resize((ow, oh), LANCZOS, reducing_gap=3.0) does.
+/**
+ * @param {Uint8Array} src
+ * @param {number} w
+ * @param {number} h
+ * @param {number} channels
+ * @param {number} ow
+ * @param {number} oh
+ * @returns {Uint8Array}
+ */
 export function resizeLanczos(src, w, h, channels, ow, oh) {
   if (ow === w && oh === h) return src;
   const fx = Math.trunc(w / ow / 3) || 1, fy = Math.trunc(h / oh / 3) || 1;

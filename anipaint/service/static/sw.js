@@ -1,3 +1,5 @@
+// @ts-check
+/// <reference lib="webworker" />
 // The page's service worker (served at /sw.js, so its scope is the whole site): keeps what painting on this
 // device needs, so that after one device paint the page loads and paints with the server out of reach.
 //
@@ -13,14 +15,21 @@ const MODELS = "anipaint-models";
 const KEEP = [/^\/$/, /^\/static\//, /^\/favicon\.ico$/, /^\/api\/(styles|config|device\/styles)$/,
   /^\/api\/styles\/[^/]+\/thumbnail$/];
 
-self.addEventListener("install", () => self.skipWaiting());
-self.addEventListener("activate", (event) => {
+// This scope: a service worker's (the program's `self` is typed as the page's window).
+const sw = /** @type {ServiceWorkerGlobalScope} */ (/** @type {unknown} */ (self));
+
+sw.addEventListener("install", () => sw.skipWaiting());
+sw.addEventListener("activate", (event) => {
   event.waitUntil((async () => {
     for (const name of await caches.keys()) if (name !== SHELL && name !== MODELS) await caches.delete(name);
-    await self.clients.claim();
+    await sw.clients.claim();
   })());
 });
 
+/**
+ * @param {Request} request
+ * @returns {Promise<Response>}
+ */
 async function modelFirst(request) {
   const cache = await caches.open(MODELS);
   const hit = await cache.match(request);
@@ -31,6 +40,10 @@ async function modelFirst(request) {
   return res;
 }
 
+/**
+ * @param {Request} request
+ * @returns {Promise<Response>}
+ */
 async function networkFirst(request) {
   const cache = await caches.open(SHELL);
   try {
@@ -51,16 +64,18 @@ async function networkFirst(request) {
 
 // The page hands over what was fetched past this worker (before it took control: offline.js). Kept as if fetched
 // through it, unless already kept: the runtime is 30 MB, and the page hands it over after every device paint.
+/** @param {string} href */
 async function keepHandedOver(href) {
   const url = new URL(href);
-  if (url.origin !== self.location.origin) return;
+  if (url.origin !== sw.location.origin) return;
   const request = new Request(url);
   if (url.pathname.startsWith("/device/models/")) await modelFirst(request);
   else if (KEEP.some((re) => re.test(url.pathname))
            && !(await (await caches.open(SHELL)).match(request, { ignoreVary: true }))) await networkFirst(request);
 }
 
-self.addEventListener("message", (event) => {
+sw.addEventListener("message", (event) => {
+  /** @type {string[]} */
   const urls = (event.data && event.data.keep) || [];
   event.waitUntil((async () => {
     for (const href of urls) {
@@ -70,10 +85,10 @@ self.addEventListener("message", (event) => {
   })());
 });
 
-self.addEventListener("fetch", (event) => {
+sw.addEventListener("fetch", (event) => {
   const { request } = event;
   const url = new URL(request.url);
-  if (request.method !== "GET" || url.origin !== self.location.origin) return;
+  if (request.method !== "GET" || url.origin !== sw.location.origin) return;
   if (url.pathname.startsWith("/device/models/")) event.respondWith(modelFirst(request));
   else if (KEEP.some((re) => re.test(url.pathname))) event.respondWith(networkFirst(request));
 });

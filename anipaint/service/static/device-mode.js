@@ -1,3 +1,4 @@
+// @ts-check
 // "Paint on this device": the switch (remembered by this browser), which styles this device can paint (the rows of
 // /api/device/styles), and the views that follow from them: the switch, the controls that need the server greyed
 // out with why, and one note under them (a style this device cannot paint, the server out of reach).
@@ -9,28 +10,39 @@
 
 import { STILLS_ONLY } from "./clip.js";
 import { MAX_DEVICE_SIDE, deviceManifest, deviceSupport, prepareOnDevice } from "./device.js";
+import { $ } from "./dom.js";
 import { translate } from "./i18n.js";
 
+/** @import { DeviceState, PageStore, State } from "./store.js" */
+/** @import { Translate } from "./i18n.js" */
+
 const KEY = "anipaint.device";
-const $ = (id) => document.getElementById(id);
 // The controls for what only the server paints.
 const SERVER_ONLY = ["faces", "portrait", "background", "size-original"];
 
 // What state.device starts as: the remembered choice, unless this browser cannot paint at all.
+/** @returns {DeviceState} */
 export function initialDevice() {
   const support = deviceSupport();
   let saved = false;
   try { saved = localStorage.getItem(KEY) === "on"; } catch (_) { /* private mode: off */ }
-  return { on: saved && !support, support, rows: null, failed: false };
+  return { on: saved && !support, support, rows: null, failed: false, damaged: null, ready: null };
 }
 
 // Why style `id` cannot be painted now that the switch is on, as a line in the page's language; "" when it can
 // (or when the switch is off).
+/**
+ * @param {State} state
+ * @param {string | null} id
+ * @returns {string}
+ */
 export function deviceBlock(state, id) {
   const d = state.device;
   if (!d.on || !id) return "";
   const style = state.styles.find((s) => s.id === id);
+  /** @type {Translate} */
   const t = (key, vars) => translate(state.lang, key, vars);
+  /** @param {string | null} why */
   const line = (why) => t("device.style", { style: style ? style.label : id, why });
   if (!d.rows) return line(t(d.failed ? "device.noList" : "device.loading"));
   const row = d.rows.find((r) => r.id === id);
@@ -41,8 +53,13 @@ export function deviceBlock(state, id) {
 
 // A video or animated picture is painted on the server only (a frame at a time, steady along the motion): while
 // the switch is on, one is refused with a line that offers to turn the switch off, never uploaded quietly.
+/** @param {State} state */
 export const clipRefused = (state) => Boolean(state.device.on && state.clip);
 
+/**
+ * @param {PageStore} store
+ * @param {boolean} on
+ */
 export function setDevice(store, on) {
   try { localStorage.setItem(KEY, on ? "on" : "off"); } catch (_) { /* not remembered */ }
   store.update((s) => ({
@@ -53,6 +70,10 @@ export function setDevice(store, on) {
 }
 
 // The manifest (`fresh`: asked again, as the server may have made more device models meanwhile).
+/**
+ * @param {PageStore} store
+ * @param {boolean} fresh
+ */
 async function loadRows(store, fresh) {
   try {
     const rows = await deviceManifest({ fresh });
@@ -65,30 +86,42 @@ async function loadRows(store, fresh) {
 // While the switch is on, the chosen style is got ready on this device before there is a photo (device.js's
 // prepareOnDevice): the first paint then starts at once, on code the browser has had time to optimise. A damaged
 // model found on the way is said under the switch until a paint has fetched it again.
+/**
+ * @param {PageStore} store
+ * @param {State} s
+ */
 function prepareChosen(store, s) {
   const row = s.device.on && s.device.rows && s.device.rows.find((r) => r.id === s.style);
   if (!row || !row.on_device) return;
-  const style = s.style;
+  const style = row.id;
   prepareOnDevice(style).then(() => {
-    document.body.dataset.deviceReady = style;
+    store.update((st) => ({ device: { ...st.device, ready: style } }));
   }, (error) => {
     if (error.reason === "checksum") store.update((st) => ({ device: { ...st.device, damaged: style } }));
   });
 }
 
+/** @param {State} s */
 function drawSwitch(s) {
+  /** @type {Translate} */
   const t = (key, vars) => translate(s.lang, key, vars);
   const d = s.device;
   document.body.dataset.device = d.on ? "on" : "off";
-  const toggle = $("on-device");
+  if (d.ready) document.body.dataset.deviceReady = d.ready; // the last style got ready here (tests wait on it)
+  const toggle = /** @type {HTMLInputElement} */ ($("on-device"));
   toggle.checked = d.on;
   toggle.disabled = Boolean(d.support);
   $("device-hint").textContent = d.support ? t("opt.device.unsupported", { why: d.support }) : t("opt.device.hint");
   // Greyed here for a clip too (clip.js says why), so that one view decides each control.
-  for (const id of SERVER_ONLY) $(id).disabled = d.on || (Boolean(s.clip) && STILLS_ONLY.includes(id));
-  $("size-original").nextElementSibling.title = d.on ? t("opt.original.device", { n: MAX_DEVICE_SIDE }) : "";
+  for (const id of SERVER_ONLY) {
+    const control = /** @type {HTMLInputElement | HTMLSelectElement} */ ($(id));
+    control.disabled = d.on || (Boolean(s.clip) && STILLS_ONLY.includes(id));
+  }
+  const original = /** @type {HTMLElement} */ ($("size-original").nextElementSibling); // its label
+  original.title = d.on ? t("opt.original.device", { n: MAX_DEVICE_SIDE }) : "";
 }
 
+/** @param {State} s */
 function drawNote(s) {
   const lines = [];
   if (s.server === "down" && !s.device.support) {
@@ -103,6 +136,7 @@ function drawNote(s) {
   $("device-clip").hidden = !clipRefused(s);
 }
 
+/** @param {PageStore} store */
 export function watchDevice(store) {
   store.watch((s) => [s.lang, s.device, s.clip], drawSwitch);
   store.watch((s) => [s.lang, s.device, s.server, s.style, s.styles, s.clip], drawNote);
@@ -117,6 +151,7 @@ export function watchDevice(store) {
   store.watch((s) => [s.result], (s) => {
     if (s.device.damaged && s.result) store.update((st) => ({ device: { ...st.device, damaged: null } }));
   });
-  $("on-device").addEventListener("change", (e) => setDevice(store, e.target.checked));
+  const toggle = /** @type {HTMLInputElement} */ ($("on-device"));
+  toggle.addEventListener("change", () => setDevice(store, toggle.checked));
   $("use-server").addEventListener("click", () => setDevice(store, false));
 }
