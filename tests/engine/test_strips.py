@@ -117,7 +117,7 @@ def test_scratch_space_is_checked_before_painting_and_removed_on_failure(setting
 MEMORY_SCRIPT = """
 import sys, numpy as np
 from PIL import Image
-from anipaint import store
+from anipaint.models import store
 from anipaint.cli.bench.measure import peak_rss_mb
 from anipaint.engine import load_network
 from anipaint.engine.strips import for_network
