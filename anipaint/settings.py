@@ -132,6 +132,10 @@ class Settings:
     video_max_seconds: float = knob(60.0, "Longest clip in seconds.")
     video_max_pixels: int = knob(3840 * 2160, "Largest clip frame in pixels, before the cap.")
     data_dir: Path | None = knob(None, "Where job results are kept (default `<home>/jobs`).")
+    object_store: str = knob(
+        "", "With a broker: `s3://bucket/prefix` keeps uploads and results in an S3-compatible object store (the "
+        "standard AWS_* variables say where and as whom), so Redis holds only state; empty: in Redis."
+    )
     broker_url: str = knob(
         "", "Empty: the embedded queue in this process; `redis://…`: Celery workers on any machines."
     )

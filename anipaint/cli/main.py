@@ -80,7 +80,7 @@ def _paint_options(args: argparse.Namespace) -> PaintOptions:
 # What each extra brings, by the modules its commands import.
 EXTRAS = {
     "serve": ("fastapi", "uvicorn", "multipart", "prometheus_client", "fastapi_offline"),
-    "scale": ("celery", "redis"),
+    "scale": ("celery", "redis", "boto3"),
     "watch": ("watchdog",),
 }
 
@@ -229,6 +229,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     needs_extra("serve", "anipaint serve")
     if settings.broker_url:
         needs_extra("scale", "anipaint serve with ANIPAINT_BROKER_URL")
+        if settings.object_store:
+            from anipaint.service.queue.object_store import ObjectStore
+
+            ObjectStore(settings.object_store).check()  # a missing bucket or refused credentials: one line
     from anipaint.models import availability
     from anipaint.service.server import serve
 

@@ -18,6 +18,7 @@ Workers sharing one model store share the builds (file locks); each job says whi
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import replace
 from pathlib import Path
 
@@ -34,6 +35,7 @@ from anipaint.service.queue.jobs import (
     run_job,
 )
 from anipaint.service.queue.local import RESTARTING
+from anipaint.service.queue.object_store import ObjectStore
 from anipaint.service.queue.redis_store import RUNNING, WAITING, RedisJobStore, connect, owner_key
 from anipaint.settings import Settings, get_settings
 from anipaint.warmup import Warmup
@@ -51,7 +53,21 @@ return waiting
 
 def _store(settings: Settings, client=None) -> RedisJobStore:
     cache = Path(settings.jobs_dir) / "remote"
-    return RedisJobStore(client or connect(settings.broker_url), settings.result_ttl, cache)
+    blobs = ObjectStore(settings.object_store) if settings.object_store else None
+    return RedisJobStore(client or connect(settings.broker_url), settings.result_ttl, cache, blobs)
+
+
+def _sweep_now_and_then(store: RedisJobStore, every: float, stop: threading.Event) -> None:
+    """Remove orphaned objects at start and every ``every`` seconds (results past their TTL, a crash's leftovers)."""
+    while True:
+        try:
+            swept = store.sweep()
+            if swept:
+                log.info("removed %d objects of jobs that are gone", swept)
+        except Exception:  # noqa: BLE001 - a store outage: the next round tries again
+            log.warning("the object store sweep failed; trying again later", exc_info=True)
+        if stop.wait(every):
+            return
 
 
 def make_celery(settings: Settings) -> Celery:
@@ -107,6 +123,8 @@ class CeleryJobQueue:
     def start(self) -> None:
         self.r.ping()  # fail at start-up, not on the first upload, when Redis is unreachable
         self.store.cache.mkdir(parents=True, exist_ok=True)
+        if self.store.blobs is not None:
+            self.store.blobs.check()
 
     def drain(self) -> None:
         self._draining = True
@@ -176,6 +194,8 @@ class CeleryJobQueue:
             self.r.ping()
         except Exception:
             return "the job broker (Redis) is unreachable"
+        if self.store.blobs is not None:
+            return self.store.blobs.reachable()
         return None
 
 
@@ -185,6 +205,12 @@ def worker_main(settings: Settings | None = None, concurrency: int | None = None
     if not s.broker_url:
         raise SystemExit("anipaint worker: set ANIPAINT_BROKER_URL (e.g. redis://localhost:6379/0)")
     _log_to_stderr(s.log_level)
+    stop_sweeping = threading.Event()
+    if s.object_store:
+        store = _store(s)
+        store.blobs.check()  # a missing bucket or refused credentials: one line, and no worker
+        threading.Thread(target=_sweep_now_and_then, args=(store, max(60.0, s.result_ttl / 4), stop_sweeping),
+                         name="anipaint-sweep", daemon=True).start()
     app = make_celery(s)
     n = concurrency or max(1, s.jobs)
     node = ["--hostname", name] if name else []
@@ -192,6 +218,7 @@ def worker_main(settings: Settings | None = None, concurrency: int | None = None
     try:
         _run_worker(app, n, node)
     finally:
+        stop_sweeping.set()
         if background is not None:
             background.stop()
 

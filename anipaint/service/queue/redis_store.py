@@ -1,7 +1,9 @@
-"""The scaled-out queue's :class:`~anipaint.service.queue.jobs.JobStore`: every job's state, picture and result in
-Redis, so web processes and workers on different machines share them without a shared disk.
+"""The scaled-out queue's :class:`~anipaint.service.queue.jobs.JobStore`: every job's state in Redis, and its picture
+and result in Redis too or, with an object store (:mod:`.object_store`), there, so that Redis holds only state.
+Web processes and workers on different machines share them without a shared disk.
 
-Keys ``anipaint:job:<id>:{info,input,options,result}`` expire after ``settings.result_ttl``. Only ``create``
+Keys ``anipaint:job:<id>:{info,input,options,result}`` expire after ``settings.result_ttl`` (``input`` and
+``result`` are objects instead when there is an object store). Only ``create``
 makes a job; ``update`` never brings back a job its client deleted meanwhile (SET XX), which is how a worker
 learns of a cancel. ``anipaint:waiting`` lists queued ids in arrival order; ``anipaint:running`` holds the ids
 being painted; ``anipaint:owner:<owner>`` the ids of one API key's unfinished jobs.
@@ -13,7 +15,8 @@ import json
 from pathlib import Path
 
 from anipaint.service.queue.file_store import write_atomic
-from anipaint.service.queue.jobs import JOB_ID, JobInfo, JobRequest, UnknownJobError
+from anipaint.service.queue.jobs import JOB_ID, JobInfo, JobRequest, QueueFullError, UnknownJobError
+from anipaint.service.queue.object_store import ObjectStore, ObjectStoreUnavailable
 
 PREFIX = "anipaint:job:"
 WAITING = "anipaint:waiting"
@@ -32,10 +35,11 @@ def connect(url: str):
 
 
 class RedisJobStore:
-    def __init__(self, client, ttl: float, cache: Path) -> None:
+    def __init__(self, client, ttl: float, cache: Path, blobs: ObjectStore | None = None) -> None:
         self.r = client
         self.ttl = max(1, int(ttl))
         self.cache = Path(cache)  # results fetched by the web process, to stream them from a file
+        self.blobs = blobs
 
     def _key(self, job_id: str, part: str = "info") -> str:
         if not JOB_ID.match(job_id):
@@ -44,10 +48,17 @@ class RedisJobStore:
 
     def create(self, info: JobInfo, request: JobRequest) -> None:
         pipe = self.r.pipeline()
-        pipe.set(self._key(info.id, "input"), request.data, ex=self.ttl)
+        if self.blobs is None:
+            pipe.set(self._key(info.id, "input"), request.data, ex=self.ttl)
         pipe.set(self._key(info.id, "options"), json.dumps(request.to_json()), ex=self.ttl)
         pipe.set(self._key(info.id), json.dumps(info.to_json()), ex=self.ttl, nx=True)
         pipe.execute()
+        if self.blobs is not None:  # after the job's key, so that a sweep never takes an upload for an orphan
+            try:
+                self.blobs.put(self.blobs.key(info.id, "input"), request.data)
+            except ObjectStoreUnavailable as exc:
+                self.r.delete(self._key(info.id), self._key(info.id, "options"))
+                raise QueueFullError(f"{exc}; try again shortly", 10) from None
 
     def load(self, job_id: str) -> JobInfo:
         raw = self.r.get(self._key(job_id))
@@ -59,17 +70,28 @@ class RedisJobStore:
         return bool(self.r.set(self._key(info.id), json.dumps(info.to_json()), ex=self.ttl, xx=True))
 
     def request(self, job_id: str) -> JobRequest | None:
-        data, options = self.r.mget(self._key(job_id, "input"), self._key(job_id, "options"))
+        if self.blobs is not None:
+            options = self.r.get(self._key(job_id, "options"))
+            data = self.blobs.get(self.blobs.key(job_id, "input")) if options is not None else None
+        else:
+            data, options = self.r.mget(self._key(job_id, "input"), self._key(job_id, "options"))
         if data is None:
             return None
         return JobRequest.from_json(json.loads(options or b"{}"), data)
 
     def save_result(self, job_id: str, png: bytes) -> None:
-        self.r.set(self._key(job_id, "result"), png, ex=self.ttl)
+        if self.blobs is not None:
+            self.blobs.put(self.blobs.key(job_id, "result"), png)
+        else:
+            self.r.set(self._key(job_id, "result"), png, ex=self.ttl)
 
     def result_path(self, job_id: str) -> Path:
         path = self.cache / f"{job_id}.png"
         if not path.is_file():
+            if self.blobs is not None:
+                if not self.blobs.download(self.blobs.key(job_id, "result"), path):
+                    raise UnknownJobError(job_id)
+                return path
             data = self.r.get(self._key(job_id, "result"))
             if data is None:
                 raise UnknownJobError(job_id)
@@ -86,7 +108,21 @@ class RedisJobStore:
             pipe.srem(owner_key(info.owner), job_id)
         pipe.execute()
         (self.cache / f"{job_id}.png").unlink(missing_ok=True)
+        if self.blobs is not None:
+            try:
+                self.blobs.delete([self.blobs.key(job_id, "input"), self.blobs.key(job_id, "result")])
+            except ObjectStoreUnavailable:
+                pass  # the job is gone from Redis, so the next sweep removes its objects
         return info
 
     def release_input(self, job_id: str) -> None:
-        self.r.delete(self._key(job_id, "input"))
+        if self.blobs is not None:
+            self.blobs.delete([self.blobs.key(job_id, "input")])
+        else:
+            self.r.delete(self._key(job_id, "input"))
+
+    def sweep(self) -> int:
+        """Remove the objects of jobs Redis no longer knows (past their TTL, or left by a crash)."""
+        if self.blobs is None:
+            return 0
+        return self.blobs.sweep(lambda job_id: bool(JOB_ID.match(job_id)) and bool(self.r.exists(self._key(job_id))))

