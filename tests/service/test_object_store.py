@@ -160,6 +160,8 @@ def test_pictures_a_gif_and_a_video_travel_through_the_bucket_and_redis_holds_on
     got = server.client.get(f"/api/jobs/{video_id}/result")
     assert got.status_code == 200 and got.headers["content-type"] == "video/mp4"
     (tmp_path / "painted.mp4").write_bytes(got.content)
+    part = server.client.get(f"/api/jobs/{video_id}/result", headers={"Range": "bytes=100-1123"})
+    assert part.status_code == 206 and part.content == got.content[100:1124]  # a player can seek
     with av.open(str(tmp_path / "painted.mp4")) as painted:
         assert len(painted.streams.audio) == 1 and sum(1 for _ in painted.decode(video=0)) == 36
     gif = server.client.get(f"/api/jobs/{gif_id}/result")

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import os
-from collections.abc import Iterator
 from urllib.parse import quote
 
 from fastapi import APIRouter, HTTPException
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import FileResponse, JSONResponse
 
 from anipaint.service.deps import NOT_FOUND, JobRequestDep, OwnerDep, QueueDep, lookup, submit
 from anipaint.service.queue.jobs import JobNotDoneError, UnknownJobError
@@ -63,28 +61,22 @@ async def job_status(job_id: str, jobs: QueueDep, who: OwnerDep) -> dict:
 @router.get(
     "/{job_id}/result",
     summary="A finished job's picture (PNG), video (MP4) or animated picture",
-    response_class=StreamingResponse,
+    response_class=FileResponse,
     responses={**result_response(), **responses(401, 404, 409, 429)},
 )
-async def job_result(job_id: str, jobs: QueueDep, who: OwnerDep) -> StreamingResponse:
+async def job_result(job_id: str, jobs: QueueDep, who: OwnerDep) -> FileResponse:
+    """Streamed from this server, with Range requests (a video seeks): the API's keys, limits and origin apply to
+    results too, which a redirect to the object store would bypass. A scaled-out result is fetched from Redis or
+    the object store into a local cache file first."""
     info = lookup(jobs, job_id, who)
     try:
-        fh = open(jobs.result_path(job_id), "rb")  # noqa: SIM115 - closed by the stream
+        path = await asyncio.to_thread(jobs.result_path, job_id)  # may download: off the event loop
     except (UnknownJobError, FileNotFoundError):
         raise HTTPException(404, NOT_FOUND) from None
     except JobNotDoneError as exc:
         raise HTTPException(409, f"the picture is not ready: {exc}") from None
-    size = os.fstat(fh.fileno()).st_size
-
-    def chunks() -> Iterator[bytes]:
-        with fh:
-            yield from iter(lambda: fh.read(1 << 16), b"")
-
-    return StreamingResponse(
-        chunks(),
-        media_type=info.media_type or "image/png",
-        headers={"Content-Length": str(size), "Cache-Control": "private, max-age=60"},
-    )
+    return FileResponse(path, media_type=info.media_type or "image/png",
+                        headers={"Cache-Control": "private, max-age=60"})
 
 
 @router.delete(
