@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import importlib.util
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from anipaint.cli.extras import needs_extra
 from anipaint.errors import AnipaintError
 from anipaint.options import PaintOptions, check_strength, options, parse_max_side
 from anipaint.settings import Settings, get_settings
@@ -75,22 +75,6 @@ class _Switch(argparse.BooleanOptionalAction):
 
 def _paint_options(args: argparse.Namespace) -> PaintOptions:
     return PaintOptions(**{option.name: getattr(args, option.name) for option in options()})
-
-
-# What each extra brings, by the modules its commands import.
-EXTRAS = {
-    "serve": ("fastapi", "uvicorn", "multipart", "prometheus_client", "fastapi_offline"),
-    "scale": ("celery", "redis", "boto3"),
-    "watch": ("watchdog",),
-}
-
-
-def needs_extra(extra: str, what: str) -> None:
-    """Refuse, in one line that says what to install, a command whose extra is not installed."""
-    missing = [name for name in EXTRAS[extra] if importlib.util.find_spec(name) is None]
-    if missing:
-        raise AnipaintError(f"{what} needs anipaint's {extra} extra ({', '.join(missing)} not installed): "
-                            f"pip install 'anipaint[{extra}]'")
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
@@ -252,6 +236,13 @@ def cmd_worker(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_cluster(args: argparse.Namespace) -> int:
+    from anipaint.cli.cluster import run
+
+    settings = _settings(args)
+    return run(settings, args.workers, args.port or settings.port)
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     from anipaint.cli.bench import main as bench_main
 
@@ -308,6 +299,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--concurrency", type=int, default=None, help="paints at once (default: ANIPAINT_JOBS)")
     p.add_argument("--name", default=None, help="worker node name, e.g. painter1@%%h (Celery's --hostname)")
     p.set_defaults(func=cmd_worker)
+
+    p = sub.add_parser("cluster", help="the scaled-out service on this machine: Redis, SeaweedFS, the API and workers")
+    p.add_argument("--workers", type=int, default=2, help="worker processes (default: 2)")
+    p.add_argument("--port", type=int, default=None, help="the page and API's port (default: ANIPAINT_PORT)")
+    p.set_defaults(func=cmd_cluster)
 
     p = sub.add_parser("bench", help="benchmark the engine backends")
     p.add_argument("--json", dest="json_path", help="also write the results as JSON")

