@@ -204,3 +204,28 @@ def test_while_the_store_is_down_uploads_get_503_and_readyz_says_why(cluster, st
     assert server.wait_job(res.json()["id"], timeout=240)["status"] == "done"
     server.client.delete(f"/api/jobs/{res.json()['id']}")
     assert objects() == []
+
+
+def test_the_store_stopped_mid_run_every_job_ends_done_or_failed_with_a_reason(cluster, store):
+    """Nothing accepted is lost and nothing hangs: each job is painted, or fails saying what happened."""
+    server, _, _ = cluster
+    ids = []
+    for side in (300, 320, 340, 360, 380, 400):
+        res = server.submit(resized_photo(side), faces="false")
+        assert res.status_code == 202, res.text
+        ids.append(res.json()["id"])
+    time.sleep(0.3)
+    store.stop()
+    time.sleep(3)
+    store.start()
+    outcomes = []
+    for job_id in ids:
+        info = server.wait_job(job_id, timeout=300)
+        outcomes.append(info["status"])
+        if info["status"] == "done":
+            assert server.client.get(f"/api/jobs/{job_id}/result").status_code == 200
+        else:
+            assert info["status"] == "failed" and info["error"], info
+        assert server.client.delete(f"/api/jobs/{job_id}").status_code in (200, 204)
+    assert "done" in outcomes  # the jobs after the restart were painted
+    assert objects() == []

@@ -27,8 +27,9 @@ class ObjectStoreError(AnipaintError):
     """The object store is misconfigured: a bad address, a missing bucket or refused credentials."""
 
 
-class ObjectStoreUnavailable(Exception):  # noqa: N818 - it is a state, like ConnectionError
-    """The object store cannot be reached now (it may come back): callers answer 503 or fail the job."""
+class ObjectStoreUnavailable(OSError):  # noqa: N818 - it is a state, like ConnectionError
+    """The object store cannot be reached now (it may come back): callers answer 503 or fail the job with this
+    reason. An OSError, like a full disk under the embedded queue: the job runner records it as the job's failure."""
 
 
 def _unavailable(exc: Exception) -> bool:
