@@ -21,6 +21,7 @@ from PIL import Image
 
 from anipaint import postprocess, preprocess
 from anipaint.errors import OptionError
+from anipaint.media import temporal
 from anipaint.media.temporal import Motion, MotionEstimator, Steadier
 from anipaint.options import PaintOptions
 
@@ -89,10 +90,13 @@ def paint_frames(
 
 def _read(frames: Iterable[Image.Image], options: PaintOptions, ahead: queue.Queue, stop: threading.Event) -> None:
     estimator = MotionEstimator() if options.temporal else None
+    steady_input = Steadier(temporal.INPUT_ALPHA) if options.temporal and temporal.INPUT_ALPHA > 0 else None
     try:
         for image in frames:
             work = preprocess.to_work_image(image, options.max_side)
             motion = estimator.next(work.rgb) if estimator is not None else None
+            if steady_input is not None:
+                work = replace(work, rgb=steady_input.next(work.rgb, motion))
             if not _put(ahead, _Frame(image, work, motion), stop):
                 return
     except BaseException as exc:  # handed to the painting side, which raises it in the caller's thread

@@ -23,10 +23,17 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
-FLOW_SIDE = 256  # long side of the copy the flow is computed on; the flow is scaled back to the frame
+# Long side of the copy the flow is computed on (scaled back to the frame). 512, the size clips are painted at by
+# default, so lines and texture edges are matched at their own resolution: on hand-held footage 6-21 % less
+# warping error than at 256 for 2-6 % more time (benchmarks/handheld_steadiness.py, docs/benchmarks.md).
+FLOW_SIDE = 512
 ALPHA = 0.9  # how much of the carried-over picture a fully trusted pixel keeps
 PHOTO_SIGMA = 40.0  # input mismatch (0–255, after a light blur) at which trust falls to 1/e
 CUT_SHARE = 0.3  # a frame with less than this share of trusted pixels starts a new scene
+# How much of the previous *input*, moved along the flow, each input frame keeps before it is painted (0: none).
+# The network answers the input's noise and compression changes with bigger changes in the picture; steadying
+# the input first takes them away at the source. benchmarks/handheld_steadiness.py measures the choice.
+INPUT_ALPHA = 0.0
 _PREBLUR = 1.0  # sigma of the blur before flow and mismatch: noise and GIF dithering are not motion
 
 
