@@ -42,8 +42,7 @@ def progress_bar(name: str) -> Iterator[Progress | None]:
         return
     from tqdm import tqdm
 
-    with tqdm(desc=f"downloading {name}", unit="B", unit_scale=True, unit_divisor=1024, file=sys.stderr,
-              leave=False) as bar:
+    with tqdm(desc=f"downloading {name}", unit="B", unit_scale=True, unit_divisor=1024, file=sys.stderr) as bar:
 
         def show(done: int, total: int | None) -> None:
             if total and bar.total != total:
