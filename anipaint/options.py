@@ -49,7 +49,12 @@ class Option:
 
 @dataclass(frozen=True)
 class PaintOptions:
-    """A paint's options, checked when made (:class:`OptionError` with a sentence for the user)."""
+    """A paint's options, checked when made (:class:`OptionError` with a sentence for the user).
+
+    >>> from anipaint import PaintOptions
+    >>> PaintOptions(style="hayao", max_side=1024, strength=0.7).strength
+    0.7
+    """
 
     style: str | None = _option(
         None, "style", "Style id or alias; default: the configured default style.", short="-s"

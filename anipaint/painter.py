@@ -33,6 +33,8 @@ Segment = segmentation.Segmenter
 
 @dataclass(frozen=True)
 class PaintResult:
+    """A painted picture with what it took: ``get_painter().paint_result("me.jpg").timings``."""
+
     image: Image.Image
     faces_found: int | None  # faces the face pass or portrait mode found; None when neither ran
     timings: dict[str, float]
@@ -192,7 +194,12 @@ def loaded_painter(style_id: str, settings: Settings) -> Painter | None:
 
 
 def get_painter(style: str | None = None, settings: Settings | None = None) -> Painter:
-    """The shared painter for a style id or alias (default: settings.default_style)."""
+    """The shared painter for a style id or alias (default: settings.default_style): one per style per process.
+
+    >>> from anipaint import get_painter
+    >>> painter = get_painter("shinkai").warm()                          # doctest: +SKIP
+    >>> painter.paint("me.jpg", max_side=1024).save("me-anime.png")       # doctest: +SKIP
+    """
     s = settings if settings is not None else get_settings()
     resolved = availability.resolve(style, s)
     key = (resolved.id, str(s.home))
