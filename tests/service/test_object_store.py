@@ -229,3 +229,33 @@ def test_the_store_stopped_mid_run_every_job_ends_done_or_failed_with_a_reason(c
         assert server.client.delete(f"/api/jobs/{job_id}").status_code in (200, 204)
     assert "done" in outcomes  # the jobs after the restart were painted
     assert objects() == []
+
+
+def test_after_redis_restarts_the_api_and_the_workers_reconnect(cluster, tmp_path):
+    """A Redis without persistence restarted: what it held is gone (as README says), but the web process and the
+    workers reconnect by themselves and the next job is painted."""
+    server, _, redis_url = cluster
+    port = int(redis_url.rsplit(":", 1)[1].split("/")[0])
+    old = subprocess.run(["pgrep", "-f", f"redis-server .*:{port}"], capture_output=True, text=True).stdout.split()
+    assert old, "the cluster's redis-server was not found"
+    for pid in old:
+        os.kill(int(pid), 15)
+    deadline = time.monotonic() + 30
+    while _answers(port):
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    fresh = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                              "--appendonly", "no", "--dir", str(tmp_path)], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while server.client.get("/readyz").status_code != 200:
+            assert time.monotonic() < deadline, server.client.get("/readyz").text
+            time.sleep(0.5)
+        res = server.submit(resized_photo(200), faces="false")
+        assert res.status_code == 202, res.text
+        assert server.wait_job(res.json()["id"], timeout=240)["status"] == "done"
+        server.client.delete(f"/api/jobs/{res.json()['id']}")
+    finally:
+        fresh.terminate()
+        fresh.wait(10)
