@@ -259,3 +259,38 @@ def test_after_redis_restarts_the_api_and_the_workers_reconnect(cluster, tmp_pat
     finally:
         fresh.terminate()
         fresh.wait(10)
+
+
+def test_a_worker_killed_with_9_mid_paint_loses_no_job(prepared_store, store, tmp_path):
+    """Its job is handed to another worker once the broker's visibility timeout passes, and its bytes are still in
+    the store: painted, downloadable, and deleted with the job."""
+    with redis_server(tmp_path) as redis_url:
+        where = {"object_store": f"s3://{BUCKET}/run", "redelivery_timeout": 8}
+        first = Worker("first", redis_url, tmp_path, **where)
+        server = Server(tmp_path, broker_url=redis_url, **where)
+        second = None
+        try:
+            first.wait_ready()
+            server.wait_ready()
+            res = server.submit(resized_photo(1400), faces="false", max_side="original")  # a few seconds of paint
+            assert res.status_code == 202, res.text
+            job = res.json()["id"]
+            deadline = time.monotonic() + 120
+            while server.client.get(f"/api/jobs/{job}").json()["status"] != "running":
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            first.proc.kill()  # SIGKILL: no chance to hand anything back
+            first.proc.wait(10)
+            second = Worker("second", redis_url, tmp_path, **where)
+            second.wait_ready()
+            info = server.wait_job(job, timeout=300)
+            assert info["status"] == "done", info
+            png = server.client.get(f"/api/jobs/{job}/result")
+            assert png.status_code == 200 and Image.open(io.BytesIO(png.content)).size == (1400, 1400)
+            assert server.client.delete(f"/api/jobs/{job}").status_code in (200, 204)
+            assert objects() == []
+        finally:
+            server.stop()
+            first.stop()
+            if second is not None:
+                second.stop()
