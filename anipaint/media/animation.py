@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 from PIL import Image, ImageSequence
@@ -24,16 +25,18 @@ ANIMATED_FORMATS = {"GIF": (".gif", "image/gif"), "WEBP": (".webp", "image/webp"
 PALETTE_SAMPLES = 8  # frames the shared GIF palette is made from
 
 
-def is_animated(src: Path | bytes) -> bool:
-    """Whether ``src`` (a file or an upload's bytes) is a picture with more than one frame (False for anything
-    Pillow cannot open)."""
+def is_animated(src: Path | bytes | BinaryIO) -> bool:
+    """Whether ``src`` (a file, an upload's bytes or a seekable file object) is a picture with more than one frame
+    (False for anything Pillow cannot open)."""
     return frame_count(src) > 1
 
 
-def frame_count(src: Path | bytes) -> int:
+def frame_count(src: Path | bytes | BinaryIO) -> int:
     """How many frames an animated picture has (1 for a still, 0 for anything Pillow cannot open)."""
     import io
 
+    if not isinstance(src, bytes | str | Path):
+        src.seek(0)
     try:
         with Image.open(io.BytesIO(src) if isinstance(src, bytes) else src) as img:
             return getattr(img, "n_frames", 1) if img.format in ANIMATED_FORMATS else 1

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 from PIL import Image
@@ -67,16 +68,23 @@ class VideoFacts:
     has_audio: bool
 
 
-def probe_video(src: Path | bytes) -> VideoFacts:
-    """The clip's size, length and streams (from a file or an upload's bytes), or ImageError when it is not a video
-    FFmpeg can read."""
+def probe_video(src: Path | bytes | BinaryIO) -> VideoFacts:
+    """The clip's size, length and streams (from a file, an upload's bytes or a seekable file object), or ImageError
+    when it is not a video FFmpeg can read."""
     import io
 
     import av
 
-    name = "the video" if isinstance(src, bytes) else str(src)
+    name = str(src) if isinstance(src, str | Path) else "the video"
+    if isinstance(src, bytes):
+        source: str | BinaryIO = io.BytesIO(src)
+    elif isinstance(src, str | Path):
+        source = str(src)
+    else:
+        src.seek(0)
+        source = src
     try:
-        with av.open(io.BytesIO(src) if isinstance(src, bytes) else str(src)) as container:
+        with av.open(source, "r") as container:
             if not container.streams.video:
                 raise ImageError(f"{name}: has no video stream")
             vin = container.streams.video[0]

@@ -9,6 +9,7 @@ longer than ``/predict`` should wait), painted by the library's :func:`~anipaint
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ from anipaint import imaging
 from anipaint.errors import ImageTooLargeError
 from anipaint.media import animation, video
 from anipaint.options import PaintOptions
-from anipaint.service.uploads import megabytes
+from anipaint.service.uploads import UploadData, head, megabytes, rewound, size_of
 from anipaint.settings import Settings
 
 ClipKind = Literal["video", "animation"]
@@ -47,21 +48,21 @@ class PaintedClip:
     frames: int
 
 
-def clip_of(data: bytes) -> ClipKind | None:
+def clip_of(data: UploadData) -> ClipKind | None:
     """What an upload is, by its bytes: "video", "animation", or None for a still picture (or anything else)."""
-    if video.looks_like_video(data):
+    if video.looks_like_video(head(data)):
         return "video"
     return "animation" if animation.is_animated(data) else None
 
 
-def check_clip(data: bytes, s: Settings) -> None:
+def check_clip(data: UploadData, s: Settings) -> None:
     """ImageTooLargeError naming the limit a clip is over (the API's 413), or ImageError when it cannot be read.
-    Checked once, when the job is admitted."""
-    if len(data) > s.video_max_bytes:
+    Checked once, when the job is admitted, from the spooled upload (only its headers are read)."""
+    if size_of(data) > s.video_max_bytes:
         raise ImageTooLargeError(f"the video is larger than the {megabytes(s.video_max_bytes)} limit for videos")
     if clip_of(data) == "animation":
         frames = animation.frame_count(data)
-        width, height, _ = imaging.probe_image(data)
+        width, height, _ = imaging.probe_image(rewound(data))
         try:
             imaging.check_limits(width, height * frames, s.max_pixels)
         except ImageTooLargeError:
@@ -77,17 +78,21 @@ def check_clip(data: bytes, s: Settings) -> None:
                                  f"{s.video_max_pixels / 1e6:.1f} MP a frame")
 
 
-def paint_clip(painter, data: bytes, options: PaintOptions, s: Settings, on_frame: FrameProgress) -> PaintedClip:
+def paint_clip(painter, data: UploadData, options: PaintOptions, s: Settings, on_frame: FrameProgress) -> PaintedClip:
     """Paint a clip upload (admitted by :func:`check_clip`) in a temporary folder of the scratch space."""
     from anipaint.engine.strips import scratch
 
-    container = video.looks_like_video(data)
+    container = video.looks_like_video(head(data))
     folder = scratch.location(s)
     folder.mkdir(parents=True, exist_ok=True)
     # Named like the strips' per-paint folders, so that a crash's leftovers are swept at the next start.
     with tempfile.TemporaryDirectory(prefix=f"anipaint-strips-{os.getpid()}-clip-", dir=folder) as tmp:
         src = Path(tmp) / f"input.{container or 'anim'}"
-        src.write_bytes(data)
+        with open(src, "wb") as fh:
+            if isinstance(data, bytes | bytearray):
+                fh.write(data)
+            else:
+                shutil.copyfileobj(rewound(data), fh)
         if container:
             dst = Path(tmp) / "painted.mp4"
             facts = video.paint_video(painter, src, dst, options, on_frame=on_frame)

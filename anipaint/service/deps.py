@@ -26,7 +26,7 @@ from anipaint.painter import check_background
 from anipaint.service import clips
 from anipaint.service.metrics import ServiceMetrics
 from anipaint.service.queue.jobs import JobInfo, JobQueue, JobRequest, QueueFullError, UnknownJobError
-from anipaint.service.uploads import read_upload, too_large_message
+from anipaint.service.uploads import rewound, spooled_upload, too_large_message
 from anipaint.settings import Settings
 
 
@@ -115,11 +115,12 @@ async def _request(s: Settings, image: UploadFile, form: dict, *, clips_allowed:
         face_style=resolve_style(settled.face_style, s).id if settled.face_style else None,
         background=resolve_style(settled.background, s, background=True).id if settled.background else None,
     )
-    data = await read_upload(image, max(s.max_upload_bytes, s.video_max_bytes) if clips_allowed else s.max_upload_bytes)
-    if not data:
+    limit = max(s.max_upload_bytes, s.video_max_bytes) if clips_allowed else s.max_upload_bytes
+    data, size = spooled_upload(image, limit)
+    if not size:
         raise HTTPException(415, EMPTY_UPLOAD)
     name = Path(image.filename or "image").stem[:80] or "image"
-    kind = clips.clip_of(data)
+    kind = await asyncio.to_thread(clips.clip_of, data)
     if kind is not None:
         if not clips_allowed:
             raise HTTPException(415, f"a {'video' if kind == 'video' else 'moving picture'} is painted as a job: "
@@ -135,10 +136,10 @@ async def _request(s: Settings, image: UploadFile, form: dict, *, clips_allowed:
         except ImageError as exc:
             raise HTTPException(415, str(exc)) from None
         return JobRequest(data=data, options=settled, name=name)
-    if len(data) > s.max_upload_bytes:
+    if size > s.max_upload_bytes:
         raise HTTPException(413, too_large_message(s.max_upload_bytes))
     try:
-        width, height, _ = imaging.probe_image(data)
+        width, height, _ = imaging.probe_image(rewound(data))
         imaging.check_limits(width, height, s.max_pixels)
     except ImageTooLargeError as exc:
         raise HTTPException(413, str(exc)) from None

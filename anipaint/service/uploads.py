@@ -1,15 +1,20 @@
-"""Request-size limits and form-field parsing for the paint endpoints (no pixels are decoded here)."""
+"""Request-size limits and uploaded files for the paint endpoints (no pixels are decoded here)."""
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
+from typing import BinaryIO
 
 from fastapi import HTTPException, UploadFile
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 FORM_SLACK = 64 * 1024  # multipart boundaries and the small text fields around the picture
 _CHUNK = 1 << 20
+_HEAD = 64  # enough for every container signature looks_like_video() reads
+
+UploadData = bytes | BinaryIO  # an upload's bytes, or the seekable file the web process spooled it to
 
 
 def megabytes(n: int) -> str:
@@ -85,3 +90,42 @@ async def read_upload(upload: UploadFile, limit: int) -> bytes:
         if size > limit:
             raise HTTPException(413, too_large_message(limit))
     return b"".join(parts)
+
+
+def spooled_upload(upload: UploadFile, limit: int) -> tuple[BinaryIO, int]:
+    """The uploaded file as the form parser spooled it (in memory up to 1 MB, then in a temporary file) and its size,
+    refusing (413) anything over ``limit``. Nothing is read here: a clip is never held whole in memory."""
+    size = upload.size
+    if size is None:
+        size = upload.file.seek(0, os.SEEK_END)
+    if size > limit:
+        raise HTTPException(413, too_large_message(limit))
+    upload.file.seek(0)
+    return upload.file, size
+
+
+def head(data: UploadData, n: int = _HEAD) -> bytes:
+    """The first ``n`` bytes of an upload."""
+    if isinstance(data, bytes | bytearray):
+        return bytes(data[:n])
+    data.seek(0)
+    return data.read(n)
+
+
+def rewound(data: UploadData) -> UploadData:
+    """The upload read from its start again (a spooled file is left wherever the last reader stopped)."""
+    if not isinstance(data, bytes | bytearray):
+        data.seek(0)
+    return data
+
+
+def size_of(data: UploadData) -> int:
+    return len(data) if isinstance(data, bytes | bytearray) else data.seek(0, os.SEEK_END)
+
+
+def whole(data: UploadData) -> bytes:
+    """All of an upload, for the stores that keep it as one value (Redis without an object store)."""
+    if isinstance(data, bytes | bytearray):
+        return bytes(data)
+    data.seek(0)
+    return data.read()

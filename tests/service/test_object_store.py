@@ -9,8 +9,10 @@ import io
 import os
 import shutil
 import socket
+import struct
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -176,6 +178,57 @@ def test_pictures_a_gif_and_a_video_travel_through_the_bucket_and_redis_holds_on
     for job_id in [*ids, video_id, gif_id]:
         assert server.client.delete(f"/api/jobs/{job_id}").status_code in (200, 204)
     assert objects() == []  # deleting a job leaves nothing behind
+
+
+def _padded_clip(megabytes: int) -> bytes:
+    """The real clip with a ``free`` box of zeros after it: a valid MP4 of about that size (players skip the box)."""
+    clip = (GROUP_PHOTO.parent / "realshort.mp4").read_bytes()
+    pad = megabytes << 20
+    return clip + struct.pack(">I4s", pad, b"free") + bytes(pad - 8)
+
+
+def _rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def test_a_large_clip_streams_into_the_bucket_and_the_web_process_never_holds_it_whole(cluster):
+    """The web process keeps an upload in a bounded buffer on its way to the store: its memory grows by far less
+    than the clip while 50 MB arrive, probe and travel to the bucket, and the worker paints it from there."""
+    server, _, _ = cluster
+    clip = _padded_clip(48)
+    warm = server.client.post("/api/jobs", files={"image": ("small.mp4", _padded_clip(2), "video/mp4")},
+                              data={"max_side": "128"})  # the first clip loads FFmpeg's libraries: not the upload's
+    assert warm.status_code == 202, warm.text
+    server.client.delete(f"/api/jobs/{warm.json()['id']}")
+    before = peak = _rss_mb(server.proc.pid)
+    done = threading.Event()
+
+    def sample() -> None:
+        nonlocal peak
+        while not done.is_set():
+            peak = max(peak, _rss_mb(server.proc.pid))
+            time.sleep(0.005)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    try:
+        res = server.client.post("/api/jobs", files={"image": ("big.mp4", clip, "video/mp4")},
+                                 data={"max_side": "128"})
+    finally:
+        done.set()
+        sampler.join()
+    assert res.status_code == 202, res.text
+    grew = peak - before
+    assert grew < len(clip) / 2**20 / 3, f"the web process grew by {grew:.0f} MB for a {len(clip) >> 20} MB clip"
+    job = res.json()["id"]
+    info = server.wait_job(job, timeout=300)
+    assert info["status"] == "done" and info["frames"] == 36, info
+    assert server.client.get(f"/api/jobs/{job}/result").headers["content-type"] == "video/mp4"
+    assert server.client.delete(f"/api/jobs/{job}").status_code in (200, 204)
+    assert objects() == []
 
 
 def test_a_missing_bucket_stops_a_worker_with_one_line(store, tmp_path):

@@ -13,23 +13,29 @@ import json
 import logging
 import os
 import re
+import shutil
 import threading
 import time
 from pathlib import Path
 
 from anipaint.service.queue.jobs import INTERRUPTED, JOB_ID, JobInfo, JobRequest, UnknownJobError, failed
+from anipaint.service.uploads import UploadData, rewound
 
 log = logging.getLogger("anipaint.service")
 _SUFFIXES = (".json", ".input", ".png")
 _OURS = re.compile(r"^(?P<id>[A-Za-z0-9_-]{24})\.(?:json|input|png)(?:\.tmp)?$")
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    """``path`` holds ``data`` entirely or is left as it was; no temporary file survives a failure."""
+def write_atomic(path: Path, data: UploadData) -> None:
+    """``path`` holds ``data`` entirely or is left as it was; no temporary file survives a failure. A file object is
+    copied in parts from its start."""
     tmp = path.with_name(path.name + ".tmp")
     try:
         with open(tmp, "wb") as fh:
-            fh.write(data)
+            if isinstance(data, bytes | bytearray):
+                fh.write(data)
+            else:
+                shutil.copyfileobj(rewound(data), fh)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)

@@ -28,6 +28,7 @@ from typing import Literal, Protocol
 from anipaint.errors import ImageError, ScratchSpaceError, StyleError
 from anipaint.options import PaintOptions
 from anipaint.service import clips
+from anipaint.service.uploads import UploadData, rewound
 from anipaint.settings import Settings
 
 log = logging.getLogger("anipaint.service")
@@ -47,10 +48,12 @@ def new_job_id() -> str:
 
 @dataclass(frozen=True)
 class JobRequest:
-    """What to paint: the picture, its options settled (style ids resolved, the size cap decided; ``max_side`` None
-    means full resolution) and the name the result is offered under."""
+    """What to paint: the picture or clip, its options settled (style ids resolved, the size cap decided;
+    ``max_side`` None means full resolution) and the name the result is offered under. ``data`` is the upload's
+    spooled file when the web process admits a job (the store copies it in parts), and bytes when a painter loads
+    it back."""
 
-    data: bytes
+    data: UploadData
     options: PaintOptions
     name: str = "image"
 
@@ -63,7 +66,7 @@ class JobRequest:
         return {**self.options.to_json(), "name": self.name}
 
     @classmethod
-    def from_json(cls, raw: dict, data: bytes) -> JobRequest:
+    def from_json(cls, raw: dict, data: UploadData) -> JobRequest:
         return cls(data=data, options=PaintOptions.from_json(raw), name=raw.get("name", "image"))
 
 
@@ -350,7 +353,7 @@ def paint_runner(settings: Settings) -> Runner:
             with painting():
                 return _paint_clip(painter, request, progress, settings)
         with painting():  # the background warm-up pauses while the server paints
-            result = painter.paint_result(request.data, request.options, progress=relay)
+            result = painter.paint_result(rewound(request.data), request.options, progress=relay)
         img = result.image
         progress("encode", 0.97)
         return PaintOutput(imaging.encode_png(img), img.width, img.height, result.faces_found or 0, result.engine)

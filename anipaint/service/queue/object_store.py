@@ -22,6 +22,9 @@ from urllib.parse import urlsplit
 
 from anipaint.errors import AnipaintError
 
+PART = 8 * 1024 * 1024  # multipart upload part size (S3's minimum is 5 MB)
+SPOOL = 1024 * 1024  # an object fetched by a painter stays in memory up to this, then goes to a temporary file
+
 
 class ObjectStoreError(AnipaintError):
     """The object store is misconfigured: a bad address, a missing bucket or refused credentials."""
@@ -46,12 +49,16 @@ class ObjectStore:
         if parts.scheme != "s3" or not parts.netloc:
             raise ObjectStoreError(f"ANIPAINT_OBJECT_STORE={url!r}: expected s3://bucket or s3://bucket/prefix")
         import boto3
+        from boto3.s3.transfer import TransferConfig
         from botocore.config import Config
 
         self.url, self.bucket = url, parts.netloc
         self.prefix = parts.path.strip("/")
         config = Config(retries={"max_attempts": 3, "mode": "standard"}, connect_timeout=3, read_timeout=60)
         self.s3 = boto3.client("s3", config=config, region_name=os.environ.get("AWS_REGION") or "us-east-1")
+        # boto3 reads each part of a file object into memory, and by default ten may wait their turn (80 MB a
+        # transfer); one part at a time keeps a clip's upload to one part in memory.
+        self.transfers = TransferConfig(multipart_threshold=PART, multipart_chunksize=PART, use_threads=False)
 
     def key(self, job_id: str, part: str) -> str:
         return "/".join(p for p in (self.prefix, "jobs", job_id, part) if p)
@@ -86,19 +93,32 @@ class ObjectStore:
         return None
 
     def put(self, key: str, data: bytes | BinaryIO) -> None:
-        body = io.BytesIO(data) if isinstance(data, bytes | bytearray) else data
-        self._call(self.s3.upload_fileobj, body, self.bucket, key)
+        """Store bytes, or a seekable file from its start, one part of :data:`PART` at a time."""
+        if isinstance(data, bytes | bytearray):
+            body: BinaryIO = io.BytesIO(data)
+        else:
+            body = data
+            body.seek(0)
+        self._call(self.s3.upload_fileobj, body, self.bucket, key, Config=self.transfers)
 
-    def get(self, key: str) -> bytes | None:
+    def get(self, key: str) -> BinaryIO | None:
+        """The object as a file read from its start (in memory up to 1 MB, then on disk), or None when there is no
+        such object."""
         from botocore.exceptions import ClientError
 
+        spool = tempfile.SpooledTemporaryFile(max_size=SPOOL)  # noqa: SIM115 - the caller owns it
         try:
-            answer = self._call(self.s3.get_object, Bucket=self.bucket, Key=key)
+            self._call(self.s3.download_fileobj, self.bucket, key, spool, Config=self.transfers)
         except ClientError as exc:
+            spool.close()
             if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
                 return None
             raise
-        return answer["Body"].read()
+        except BaseException:
+            spool.close()
+            raise
+        spool.seek(0)
+        return spool
 
     def download(self, key: str, path: Path) -> bool:
         """Stream an object into ``path`` (written whole or not at all); False when there is no such object."""

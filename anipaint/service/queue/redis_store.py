@@ -17,6 +17,7 @@ from pathlib import Path
 from anipaint.service.queue.file_store import write_atomic
 from anipaint.service.queue.jobs import JOB_ID, JobInfo, JobRequest, QueueFullError, UnknownJobError
 from anipaint.service.queue.object_store import ObjectStore, ObjectStoreUnavailable
+from anipaint.service.uploads import whole
 
 PREFIX = "anipaint:job:"
 WAITING = "anipaint:waiting"
@@ -49,7 +50,7 @@ class RedisJobStore:
     def create(self, info: JobInfo, request: JobRequest) -> None:
         pipe = self.r.pipeline()
         if self.blobs is None:
-            pipe.set(self._key(info.id, "input"), request.data, ex=self.ttl)
+            pipe.set(self._key(info.id, "input"), whole(request.data), ex=self.ttl)
         pipe.set(self._key(info.id, "options"), json.dumps(request.to_json()), ex=self.ttl)
         pipe.set(self._key(info.id), json.dumps(info.to_json()), ex=self.ttl, nx=True)
         pipe.execute()
