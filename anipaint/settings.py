@@ -136,6 +136,10 @@ class Settings:
         "", "With a broker: `s3://bucket/prefix` keeps uploads and results in an S3-compatible object store (the "
         "standard AWS_* variables say where and as whom), so Redis holds only state; empty: in Redis."
     )
+    object_store_wait: float = knob(
+        120.0, "Seconds a painter waits for an unreachable object store (to read a job's upload or store its result) "
+        "before failing the job with that reason."
+    )
     broker_url: str = knob(
         "", "Empty: the embedded queue in this process; `redis://…`: Celery workers on any machines."
     )

@@ -54,7 +54,8 @@ return waiting
 def _store(settings: Settings, client=None) -> RedisJobStore:
     cache = Path(settings.jobs_dir) / "remote"
     blobs = ObjectStore(settings.object_store) if settings.object_store else None
-    return RedisJobStore(client or connect(settings.broker_url), settings.result_ttl, cache, blobs)
+    return RedisJobStore(client or connect(settings.broker_url), settings.result_ttl, cache, blobs,
+                         settings.object_store_wait)
 
 
 def _sweep_now_and_then(store: RedisJobStore, every: float, stop: threading.Event) -> None:

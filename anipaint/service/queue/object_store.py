@@ -13,8 +13,10 @@ job any more (a result past its TTL, what a crash left).
 from __future__ import annotations
 
 import io
+import logging
 import os
 import tempfile
+import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import BinaryIO
@@ -22,6 +24,7 @@ from urllib.parse import urlsplit
 
 from anipaint.errors import AnipaintError
 
+log = logging.getLogger("anipaint.service")
 PART = 8 * 1024 * 1024  # multipart upload part size (S3's minimum is 5 MB)
 SPOOL = 1024 * 1024  # an object fetched by a painter stays in memory up to this, then goes to a temporary file
 
@@ -70,6 +73,21 @@ class ObjectStore:
             if _unavailable(exc):
                 raise ObjectStoreUnavailable(f"the object store is unreachable ({exc})") from exc
             raise
+
+    def patiently(self, wait: float, fn: Callable, *args, **kwargs):
+        """``fn(*args, **kwargs)``, tried again while the store is unreachable, for up to ``wait`` seconds: a painter
+        rides out a store restart instead of failing the job it holds."""
+        deadline = time.monotonic() + wait
+        pause = 0.5
+        while True:
+            try:
+                return fn(*args, **kwargs)
+            except ObjectStoreUnavailable:
+                if time.monotonic() + pause > deadline:
+                    raise
+                log.warning("the object store is unreachable; trying again in %.1f s", pause)
+                time.sleep(pause)
+                pause = min(5.0, pause * 2)
 
     def check(self) -> None:
         """Refuse to start, in one sentence, when the bucket is missing or the credentials are refused."""

@@ -36,11 +36,12 @@ def connect(url: str):
 
 
 class RedisJobStore:
-    def __init__(self, client, ttl: float, cache: Path, blobs: ObjectStore | None = None) -> None:
+    def __init__(self, client, ttl: float, cache: Path, blobs: ObjectStore | None = None, wait: float = 0.0) -> None:
         self.r = client
         self.ttl = max(1, int(ttl))
         self.cache = Path(cache)  # results fetched by the web process, to stream them from a file
         self.blobs = blobs
+        self.wait = wait  # how long a painter waits for an unreachable store before failing its job
 
     def _key(self, job_id: str, part: str = "info") -> str:
         if not JOB_ID.match(job_id):
@@ -73,7 +74,8 @@ class RedisJobStore:
     def request(self, job_id: str) -> JobRequest | None:
         if self.blobs is not None:
             options = self.r.get(self._key(job_id, "options"))
-            data = self.blobs.get(self.blobs.key(job_id, "input")) if options is not None else None
+            key = self.blobs.key(job_id, "input")
+            data = self.blobs.patiently(self.wait, self.blobs.get, key) if options is not None else None
         else:
             data, options = self.r.mget(self._key(job_id, "input"), self._key(job_id, "options"))
         if data is None:
@@ -82,7 +84,7 @@ class RedisJobStore:
 
     def save_result(self, job_id: str, png: bytes) -> None:
         if self.blobs is not None:
-            self.blobs.put(self.blobs.key(job_id, "result"), png)
+            self.blobs.patiently(self.wait, self.blobs.put, self.blobs.key(job_id, "result"), png)
         else:
             self.r.set(self._key(job_id, "result"), png, ex=self.ttl)
 
