@@ -231,14 +231,21 @@ def test_a_large_clip_streams_into_the_bucket_and_the_web_process_never_holds_it
     assert objects() == []
 
 
-def test_a_missing_bucket_stops_a_worker_with_one_line(store, tmp_path):
-    env = {**os.environ, "ANIPAINT_BROKER_URL": "redis://127.0.0.1:9/0", "ANIPAINT_OBJECT_STORE": "s3://no-such-bucket"}
-    proc = subprocess.run([sys.executable, "-m", "anipaint.cli", "worker"], cwd=REPO, env=env, capture_output=True,
-                          text=True, timeout=120)
-    assert proc.returncode != 0
-    lines = proc.stderr.strip().splitlines()
-    assert lines == ["anipaint: error: object store s3://no-such-bucket: bucket 'no-such-bucket' does not exist"], \
-        proc.stderr
+@pytest.mark.parametrize("command", ["serve", "worker"])
+def test_a_missing_bucket_or_refused_credentials_stop_the_server_and_the_worker_with_one_line(store, tmp_path, command):
+    with redis_server(tmp_path) as redis_url:
+        cases = {
+            "s3://no-such-bucket": ({}, "bucket 'no-such-bucket' does not exist"),
+            f"s3://{BUCKET}/run": ({"AWS_SECRET_ACCESS_KEY": "not-the-secret"}, f"bucket '{BUCKET}' refuses these "
+                                                                                 "credentials"),
+        }
+        for url, (env, why) in cases.items():
+            env = {**os.environ, "ANIPAINT_BROKER_URL": redis_url, "ANIPAINT_OBJECT_STORE": url,
+                   "ANIPAINT_PORT": "0", "ANIPAINT_HOME": str(tmp_path / "home"), **env}
+            proc = subprocess.run([sys.executable, "-m", "anipaint.cli", command], cwd=REPO, env=env,
+                                  capture_output=True, text=True, timeout=120)
+            assert proc.returncode != 0
+            assert proc.stderr.strip().splitlines() == [f"anipaint: error: object store {url}: {why}"], proc.stderr
 
 
 def test_while_the_store_is_down_uploads_get_503_and_readyz_says_why(cluster, store):
