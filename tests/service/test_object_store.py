@@ -248,6 +248,35 @@ def test_a_missing_bucket_or_refused_credentials_stop_the_server_and_the_worker_
             assert proc.stderr.strip().splitlines() == [f"anipaint: error: object store {url}: {why}"], proc.stderr
 
 
+def test_objects_expire_with_their_jobs_and_the_sweep_removes_what_a_crash_left(store, tmp_path):
+    """A job past its TTL (Redis forgot it) and an object no job owns (a crash between the two writes) are swept;
+    a live job's objects are kept."""
+    from anipaint.options import PaintOptions
+    from anipaint.service.queue.jobs import JobRequest, admitted, new_job_id
+    from anipaint.service.queue.object_store import ObjectStore
+    from anipaint.service.queue.redis_store import RedisJobStore, connect
+
+    with redis_server(tmp_path) as redis_url:
+        blobs = ObjectStore(f"s3://{BUCKET}/run")
+        client = connect(redis_url)
+        request = JobRequest(data=resized_photo(64), options=PaintOptions(style="v3-cute"))
+        short = RedisJobStore(client, ttl=1, cache=tmp_path / "cache", blobs=blobs)
+        expiring = admitted(request, position=1)
+        short.create(expiring, request)
+        kept = RedisJobStore(client, ttl=600, cache=tmp_path / "cache", blobs=blobs)
+        live = admitted(request, position=2)
+        kept.create(live, request)
+        orphan = new_job_id()
+        blobs.put(blobs.key(orphan, "input"), b"left by a crash")
+        time.sleep(2.2)  # Redis forgets the short-lived job
+        assert set(objects()) == {blobs.key(j, "input") for j in (expiring.id, live.id, orphan)}
+        assert kept.sweep() == 2
+        assert objects() == [blobs.key(live.id, "input")]
+        kept.delete(live.id)
+        assert objects() == []
+        client.close()
+
+
 def test_while_the_store_is_down_uploads_get_503_and_readyz_says_why(cluster, store):
     server, _, _ = cluster
     store.stop()
