@@ -277,6 +277,31 @@ def test_objects_expire_with_their_jobs_and_the_sweep_removes_what_a_crash_left(
         client.close()
 
 
+def test_the_web_process_forgets_its_copies_of_results_whose_jobs_expired(store, tmp_path):
+    """The web process streams a result from a local copy; once the job expires the copy goes too, so a server
+    that hands out results for months does not fill its disk."""
+    from anipaint.options import PaintOptions
+    from anipaint.service.queue.jobs import JobRequest, admitted
+    from anipaint.service.queue.object_store import ObjectStore
+    from anipaint.service.queue.redis_store import RedisJobStore, connect
+
+    with redis_server(tmp_path) as redis_url:
+        client = connect(redis_url)
+        request = JobRequest(data=resized_photo(64), options=PaintOptions(style="v3-cute"))
+        web = RedisJobStore(client, ttl=1, cache=tmp_path / "cache", blobs=ObjectStore(f"s3://{BUCKET}/run"))
+        jobs = [admitted(request, position=1) for _ in range(2)]
+        for info in jobs:
+            web.create(info, request)
+            web.save_result(info.id, b"painted")
+        copy = web.result_path(jobs[0].id)
+        assert copy.read_bytes() == b"painted"
+        time.sleep(2.2)  # both jobs expire in Redis
+        web.sweep()
+        assert not copy.exists() and list((tmp_path / "cache").iterdir()) == []
+        assert objects() == []
+        client.close()
+
+
 def test_while_the_store_is_down_uploads_get_503_and_readyz_says_why(cluster, store):
     server, _, _ = cluster
     store.stop()

@@ -59,16 +59,25 @@ def _store(settings: Settings, client=None) -> RedisJobStore:
 
 
 def _sweep_now_and_then(store: RedisJobStore, every: float, stop: threading.Event) -> None:
-    """Remove orphaned objects at start and every ``every`` seconds (results past their TTL, a crash's leftovers)."""
+    """Remove what belongs to jobs that are gone (results past their TTL, a crash's leftovers) at start and every
+    ``every`` seconds."""
     while True:
         try:
             swept = store.sweep()
             if swept:
-                log.info("removed %d objects of jobs that are gone", swept)
-        except Exception:  # noqa: BLE001 - a store outage: the next round tries again
-            log.warning("the object store sweep failed; trying again later", exc_info=True)
+                log.info("removed %d files and objects of jobs that are gone", swept)
+        except Exception:  # noqa: BLE001 - Redis or the store away: the next round tries again
+            log.warning("the sweep failed; trying again later", exc_info=True)
         if stop.wait(every):
             return
+
+
+def _start_sweeping(store: RedisJobStore, settings: Settings) -> threading.Event:
+    """The sweep in a background thread, every quarter of the result TTL (at least a minute); set the event to stop."""
+    stop = threading.Event()
+    threading.Thread(target=_sweep_now_and_then, args=(store, max(60.0, settings.result_ttl / 4), stop),
+                     name="anipaint-sweep", daemon=True).start()
+    return stop
 
 
 def make_celery(settings: Settings) -> Celery:
@@ -126,17 +135,21 @@ class CeleryJobQueue:
         self.r = self.store.r
         self._admit = self.r.register_script(_ADMIT)
         self._draining = False
+        self._stop_sweeping: threading.Event | None = None
 
     def start(self) -> None:
         self.r.ping()  # fail at start-up, not on the first upload, when Redis is unreachable
         self.store.cache.mkdir(parents=True, exist_ok=True)
         if self.store.blobs is not None:
             self.store.blobs.check()
+        self._stop_sweeping = _start_sweeping(self.store, self.settings)  # its copies of results, and orphans
 
     def drain(self) -> None:
         self._draining = True
 
     def stop(self) -> None:
+        if self._stop_sweeping is not None:
+            self._stop_sweeping.set()
         self.r.close()
 
     def submit(self, request: JobRequest, owner: str | None = None) -> JobInfo:
@@ -216,8 +229,7 @@ def worker_main(settings: Settings | None = None, concurrency: int | None = None
     if s.object_store:
         store = _store(s)
         store.blobs.check()  # a missing bucket or refused credentials: one line, and no worker
-        threading.Thread(target=_sweep_now_and_then, args=(store, max(60.0, s.result_ttl / 4), stop_sweeping),
-                         name="anipaint-sweep", daemon=True).start()
+        stop_sweeping = _start_sweeping(store, s)
     app = make_celery(s)
     n = concurrency or max(1, s.jobs)
     node = ["--hostname", name] if name else []

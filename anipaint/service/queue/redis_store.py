@@ -125,7 +125,12 @@ class RedisJobStore:
             self.r.delete(self._key(job_id, "input"))
 
     def sweep(self) -> int:
-        """Remove the objects of jobs Redis no longer knows (past their TTL, or left by a crash)."""
-        if self.blobs is None:
-            return 0
-        return self.blobs.sweep(lambda job_id: bool(JOB_ID.match(job_id)) and bool(self.r.exists(self._key(job_id))))
+        """Remove what belongs to jobs Redis no longer knows (past their TTL, deleted, or left by a crash): their
+        objects, and this process's copies of their results. Returns how many files and objects went."""
+        def known(job_id: str) -> bool:
+            return bool(JOB_ID.match(job_id)) and bool(self.r.exists(self._key(job_id)))
+
+        copies = [path for path in self.cache.glob("*.png") if not known(path.stem)]
+        for path in copies:
+            path.unlink(missing_ok=True)
+        return len(copies) + (self.blobs.sweep(known) if self.blobs is not None else 0)
