@@ -9,7 +9,6 @@ longer than ``/predict`` should wait), painted by the library's :func:`~anipaint
 from __future__ import annotations
 
 import os
-import shutil
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,7 +19,7 @@ from anipaint import imaging
 from anipaint.errors import ImageTooLargeError
 from anipaint.media import animation, video
 from anipaint.options import PaintOptions
-from anipaint.service.uploads import UploadData, head, megabytes, rewound, size_of
+from anipaint.service.uploads import UploadData, head, megabytes, rewound, size_of, write_into
 from anipaint.settings import Settings
 
 ClipKind = Literal["video", "animation"]
@@ -89,10 +88,7 @@ def paint_clip(painter, data: UploadData, options: PaintOptions, s: Settings, on
     with tempfile.TemporaryDirectory(prefix=f"anipaint-strips-{os.getpid()}-clip-", dir=folder) as tmp:
         src = Path(tmp) / f"input.{container or 'anim'}"
         with open(src, "wb") as fh:
-            if isinstance(data, bytes | bytearray):
-                fh.write(data)
-            else:
-                shutil.copyfileobj(rewound(data), fh)
+            write_into(fh, data)
         if container:
             dst = Path(tmp) / "painted.mp4"
             facts = video.paint_video(painter, src, dst, options, on_frame=on_frame)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from collections.abc import Callable
 from typing import BinaryIO
 
@@ -121,6 +122,14 @@ def rewound(data: UploadData) -> UploadData:
 
 def size_of(data: UploadData) -> int:
     return len(data) if isinstance(data, bytes | bytearray) else data.seek(0, os.SEEK_END)
+
+
+def write_into(fh: BinaryIO, data: UploadData) -> None:
+    """Write an upload into an open file: bytes at once, a spooled file copied in parts from its start."""
+    if isinstance(data, bytes | bytearray):
+        fh.write(data)
+    else:
+        shutil.copyfileobj(rewound(data), fh)
 
 
 def whole(data: UploadData) -> bytes:

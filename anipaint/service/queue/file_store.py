@@ -13,13 +13,12 @@ import json
 import logging
 import os
 import re
-import shutil
 import threading
 import time
 from pathlib import Path
 
 from anipaint.service.queue.jobs import INTERRUPTED, JOB_ID, JobInfo, JobRequest, UnknownJobError, failed
-from anipaint.service.uploads import UploadData, rewound
+from anipaint.service.uploads import UploadData, write_into
 
 log = logging.getLogger("anipaint.service")
 _SUFFIXES = (".json", ".input", ".png")
@@ -32,10 +31,7 @@ def write_atomic(path: Path, data: UploadData) -> None:
     tmp = path.with_name(path.name + ".tmp")
     try:
         with open(tmp, "wb") as fh:
-            if isinstance(data, bytes | bytearray):
-                fh.write(data)
-            else:
-                shutil.copyfileobj(rewound(data), fh)
+            write_into(fh, data)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
