@@ -9,7 +9,11 @@ real pipeline (``paint_video``) frame by frame and steady, and steady with each 
 * ``input 0.5`` / ``input 0.8``: the input itself steadied along the flow before it is painted
   (``temporal.INPUT_ALPHA``);
 * ``alpha 0.95``: more of the carried-over picture kept where the flow is trusted (``temporal.ALPHA``);
-  variants combine, e.g. ``flow 512 alpha 0.95``;
+* softer confidence masks: ``sigma 80`` (``temporal.PHOTO_SIGMA``), ``mblur 2`` (a stronger blur before the
+  photometric mismatch, ``temporal.MISMATCH_BLUR``), ``soft 5`` (the forward-backward check as a smooth weight,
+  ``temporal.CONSISTENCY_SOFTNESS``), ``feather 2`` (the trust map blurred, ``temporal.TRUST_FEATHER``);
+* ``cubic 0.8``: the share of the carried picture resampled bicubic, the rest bilinear (``temporal.CUBIC_SHARE``);
+  variants combine, e.g. ``flow 512 alpha 0.95`` or ``soft 5 cubic 0.9``;
 
 and reports Lai et al.'s warping error beside the input's own (the goal: the painting no less steady than its
 input), the sharpness ratio against frame by frame, and the time ratio. A strip of 4 frames cropped at 2× on fine
@@ -74,16 +78,24 @@ def frames_of(path: Path) -> list[np.ndarray]:
         return [f.to_ndarray(format="rgb24") for f in container.decode(video=0)]
 
 
-def paint(painter, clip: Path, dst: Path, steady: bool, flow_side: int | None = None, input_alpha: float = 0.0,
-          alpha: float | None = None):
-    """Paint ``clip`` into ``dst``; the variant's knobs are set for this paint only."""
+# A variant's word → the module constant it sets (flow and alpha are the classes' defaults, see paint()).
+CONSTANTS = {"input": "INPUT_ALPHA", "sigma": "PHOTO_SIGMA", "mblur": "MISMATCH_BLUR",
+             "soft": "CONSISTENCY_SOFTNESS", "feather": "TRUST_FEATHER", "cubic": "CUBIC_SHARE"}
+
+
+def paint(painter, clip: Path, dst: Path, steady: bool, flow_side: int | None = None, alpha: float | None = None,
+          **constants: float):
+    """Paint ``clip`` into ``dst``; the variant's knobs (``constants``: names from :data:`CONSTANTS`) are set for
+    this paint only."""
     flow_defaults = temporal.MotionEstimator.__init__.__defaults__
     alpha_defaults = temporal.Steadier.__init__.__defaults__
+    saved = {name: getattr(temporal, name) for name in CONSTANTS.values()}
     if flow_side is not None:
         temporal.MotionEstimator.__init__.__defaults__ = (flow_side,)
     if alpha is not None:
         temporal.Steadier.__init__.__defaults__ = (alpha,)
-    temporal.INPUT_ALPHA = input_alpha
+    for word, value in constants.items():
+        setattr(temporal, CONSTANTS[word], value)
     try:
         start = time.perf_counter()
         paint_video(painter, clip, dst, PaintOptions(temporal=steady, faces=False))
@@ -91,7 +103,8 @@ def paint(painter, clip: Path, dst: Path, steady: bool, flow_side: int | None = 
     finally:
         temporal.MotionEstimator.__init__.__defaults__ = flow_defaults
         temporal.Steadier.__init__.__defaults__ = alpha_defaults
-        temporal.INPUT_ALPHA = 0.0
+        for name, value in saved.items():
+            setattr(temporal, name, value)
 
 
 def main() -> None:
@@ -121,7 +134,7 @@ def main() -> None:
             for variant in variants:
                 kwargs: dict = {}
                 for kind, value in zip(variant[::2], variant[1::2], strict=True):
-                    knob = {"flow": "flow_side", "input": "input_alpha", "alpha": "alpha"}[kind]
+                    knob = {"flow": "flow_side", "alpha": "alpha"}.get(kind, kind)
                     kwargs[knob] = int(value) if kind == "flow" else float(value)
                 label = " ".join(variant)
                 runs[f"steady, {label}"] = paint(painter, clip, work / f"{label.replace(' ', '-')}.mp4", True, **kwargs)
