@@ -12,6 +12,8 @@ real pipeline (``paint_video``) frame by frame and steady, and steady with each 
 * softer confidence masks: ``sigma 80`` (``temporal.PHOTO_SIGMA``), ``mblur 2`` (a stronger blur before the
   photometric mismatch, ``temporal.MISMATCH_BLUR``), ``soft 5`` (the forward-backward check as a smooth weight,
   ``temporal.CONSISTENCY_SOFTNESS``), ``feather 2`` (the trust map blurred, ``temporal.TRUST_FEATHER``);
+* ``tune animation``, ``x264 psy=0``, ``crf 16``: libx264's options for the painted clip
+  (``video.ENCODER_OPTIONS``);
 * ``cubic 0.8``: the share of the carried picture resampled bicubic, the rest bilinear (``temporal.CUBIC_SHARE``);
   variants combine, e.g. ``flow 512 alpha 0.95`` or ``soft 5 cubic 0.9``;
 
@@ -35,7 +37,7 @@ import cv2
 import numpy as np
 from PIL import Image
 
-from anipaint.media import temporal
+from anipaint.media import temporal, video
 from anipaint.media.video import paint_video
 from anipaint.options import PaintOptions
 from anipaint.painter import get_painter
@@ -83,6 +85,10 @@ CONSTANTS = {"input": "INPUT_ALPHA", "sigma": "PHOTO_SIGMA", "mblur": "MISMATCH_
              "soft": "CONSISTENCY_SOFTNESS", "feather": "TRUST_FEATHER", "cubic": "CUBIC_SHARE"}
 
 
+# A variant's word → the libx264 option it sets on the painted clip (video.ENCODER_OPTIONS).
+ENCODER_WORDS = {"tune": "tune", "x264": "x264-params", "crf": "crf"}
+
+
 def paint(painter, clip: Path, dst: Path, steady: bool, flow_side: int | None = None, alpha: float | None = None,
           **constants: float):
     """Paint ``clip`` into ``dst``; the variant's knobs (``constants``: names from :data:`CONSTANTS`) are set for
@@ -90,6 +96,9 @@ def paint(painter, clip: Path, dst: Path, steady: bool, flow_side: int | None = 
     flow_defaults = temporal.MotionEstimator.__init__.__defaults__
     alpha_defaults = temporal.Steadier.__init__.__defaults__
     saved = {name: getattr(temporal, name) for name in CONSTANTS.values()}
+    encoder = dict(video.ENCODER_OPTIONS)
+    for word in [w for w in constants if w in ENCODER_WORDS]:
+        video.ENCODER_OPTIONS[ENCODER_WORDS[word]] = str(constants.pop(word))
     if flow_side is not None:
         temporal.MotionEstimator.__init__.__defaults__ = (flow_side,)
     if alpha is not None:
@@ -105,6 +114,8 @@ def paint(painter, clip: Path, dst: Path, steady: bool, flow_side: int | None = 
         temporal.Steadier.__init__.__defaults__ = alpha_defaults
         for name, value in saved.items():
             setattr(temporal, name, value)
+        video.ENCODER_OPTIONS.clear()
+        video.ENCODER_OPTIONS.update(encoder)
 
 
 def main() -> None:
@@ -135,7 +146,7 @@ def main() -> None:
                 kwargs: dict = {}
                 for kind, value in zip(variant[::2], variant[1::2], strict=True):
                     knob = {"flow": "flow_side", "alpha": "alpha"}.get(kind, kind)
-                    kwargs[knob] = int(value) if kind == "flow" else float(value)
+                    kwargs[knob] = int(value) if kind == "flow" else value if kind in ENCODER_WORDS else float(value)
                 label = " ".join(variant)
                 runs[f"steady, {label}"] = paint(painter, clip, work / f"{label.replace(' ', '-')}.mp4", True, **kwargs)
             errors = temporal.warping_errors(inputs, [inputs] + [frames for _, frames in runs.values()])

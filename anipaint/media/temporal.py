@@ -170,7 +170,8 @@ class Steadier:
         if motion is None or motion.cut or previous is None or previous.shape != current.shape:
             out = current
         else:
-            # Bicubic: the carried picture is resampled every frame, and bilinear would soften it a little each time.
+            # Resampled every frame: bicubic alone sharpens the carried picture a little each time and bilinear
+            # softens it, so the two are mixed (CUBIC_SHARE) to hold it as sharp as a fresh paint.
             carried = warp(previous, motion.back_map, cv2.INTER_CUBIC)
             if CUBIC_SHARE < 1.0:
                 carried *= CUBIC_SHARE
