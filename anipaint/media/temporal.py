@@ -48,9 +48,9 @@ MISMATCH_BLUR = 0.0
 # frequencies by up to 2 % per resample and bilinear damps them; the recursion compounds either, so a still region
 # carried for many frames drifts sharper (1.0) or softer (0.0). Bicubic alone made steady hand-held clips up to 6 %
 # sharper than their frame-by-frame painting (27-31 % with nothing fresh), and that added detail is not where the
-# next frame's is; 0.9 keeps them 0.93-1.02× as sharp as frame by frame with 10-20 % less warping error (0.8
-# steadier still but 0.87× as sharp on fine lines).
-CUBIC_SHARE = 0.9
+# next frame's is. 0.87 keeps them 0.92-1.00× as sharp as frame by frame with 15-25 % less warping error; 0.8 is
+# steadier still but leaves fine lines 0.87× as sharp.
+CUBIC_SHARE = 0.87
 CUT_SHARE = 0.3  # a frame with less than this share of trusted pixels starts a new scene
 # How much of the previous *input*, moved along the flow, each input frame keeps before it is painted (0: none).
 # The network answers the input's noise and compression changes with bigger changes in the picture; steadying
