@@ -107,10 +107,7 @@ def spooled_upload(upload: UploadFile, limit: int) -> tuple[BinaryIO, int]:
 
 def head(data: UploadData, n: int = _HEAD) -> bytes:
     """The first ``n`` bytes of an upload."""
-    if isinstance(data, bytes | bytearray):
-        return bytes(data[:n])
-    data.seek(0)
-    return data.read(n)
+    return bytes(data[:n]) if isinstance(data, bytes | bytearray) else rewound(data).read(n)
 
 
 def rewound(data: UploadData) -> UploadData:
@@ -134,7 +131,4 @@ def write_into(fh: BinaryIO, data: UploadData) -> None:
 
 def whole(data: UploadData) -> bytes:
     """All of an upload, for the stores that keep it as one value (Redis without an object store)."""
-    if isinstance(data, bytes | bytearray):
-        return bytes(data)
-    data.seek(0)
-    return data.read()
+    return bytes(data) if isinstance(data, bytes | bytearray) else rewound(data).read()

@@ -23,6 +23,7 @@ from typing import BinaryIO
 from urllib.parse import urlsplit
 
 from anipaint.errors import AnipaintError
+from anipaint.service.uploads import rewound
 
 log = logging.getLogger("anipaint.service")
 PART = 8 * 1024 * 1024  # multipart upload part size (S3's minimum is 5 MB)
@@ -112,11 +113,7 @@ class ObjectStore:
 
     def put(self, key: str, data: bytes | BinaryIO) -> None:
         """Store bytes, or a seekable file from its start, one part of :data:`PART` at a time."""
-        if isinstance(data, bytes | bytearray):
-            body: BinaryIO = io.BytesIO(data)
-        else:
-            body = data
-            body.seek(0)
+        body = io.BytesIO(data) if isinstance(data, bytes | bytearray) else rewound(data)
         self._call(self.s3.upload_fileobj, body, self.bucket, key, Config=self.transfers)
 
     def get(self, key: str) -> BinaryIO | None:
