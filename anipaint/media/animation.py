@@ -32,14 +32,15 @@ def is_animated(src: Path | bytes | BinaryIO) -> bool:
 
 
 def frame_count(src: Path | bytes | BinaryIO) -> int:
-    """How many frames an animated picture has (1 for a still, 0 for anything Pillow cannot open)."""
+    """How many frames an animated picture has (1 for a still GIF, WebP or PNG, 0 for anything else)."""
     import io
 
     if not isinstance(src, bytes | str | Path):
         src.seek(0)
     try:
-        with Image.open(io.BytesIO(src) if isinstance(src, bytes) else src) as img:
-            return getattr(img, "n_frames", 1) if img.format in ANIMATED_FORMATS else 1
+        # Only the openers of formats that animate: the others answer 1 anyway, and some (FTEX) close the file.
+        with Image.open(io.BytesIO(src) if isinstance(src, bytes) else src, formats=tuple(ANIMATED_FORMATS)) as img:
+            return getattr(img, "n_frames", 1)
     except (OSError, ValueError, RuntimeError, Image.DecompressionBombError):  # RuntimeError: Pillow's AVIF reader
         return 0
 
@@ -56,7 +57,7 @@ def paint_animation(
     source's). Returns {"frames", "width", "height", "temporal", "durations", "loop"}."""
     options = frame_options(options, painter)
     try:
-        source = Image.open(src)
+        source = Image.open(src, formats=tuple(ANIMATED_FORMATS))
     except (OSError, ValueError) as exc:
         raise ImageError(f"{src}: not a picture we can read ({exc})") from None
     with source:

@@ -4,7 +4,10 @@ API key, and a validated paint request (uploads size-checked, headers probed, th
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
+import logging
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Literal, Union
@@ -55,6 +58,9 @@ ImagePart = Annotated[UploadFile, File(description=f"The photo ({imaging.FORMAT_
                                        json_schema_extra={"format": "binary", "minLength": 1})]
 NOT_FOUND = "no such job (unknown, expired or deleted)"
 EMPTY_UPLOAD = "the upload is empty; choose a photo"
+UNREADABLE = (f"cannot read the file: send a picture ({imaging.FORMAT_NAMES}) or, as a job, a video "
+              f"({clips.VIDEO_NAMES})")
+log = logging.getLogger("anipaint.service")
 
 
 def settings(request: Request) -> Settings:
@@ -120,34 +126,43 @@ async def _request(s: Settings, image: UploadFile, form: dict, *, clips_allowed:
     if not size:
         raise HTTPException(415, EMPTY_UPLOAD)
     name = Path(image.filename or "image").stem[:80] or "image"
-    kind = await asyncio.to_thread(clips.clip_of, data)
-    if kind is not None:
-        if not clips_allowed:
-            raise HTTPException(415, f"a {'video' if kind == 'video' else 'moving picture'} is painted as a job: "
-                                     "POST it to /api/jobs")
-        # A clip paints faces only when asked for: a face pass per frame costs time and can flicker.
-        settled = replace(settled, faces=asked.faces is True)
-        if settled.portrait or settled.background:
-            raise HTTPException(422, STILLS_ONLY)
-        try:
+    with reading_upload():
+        kind = await asyncio.to_thread(clips.clip_of, data)
+        if kind is not None:
+            if not clips_allowed:
+                raise HTTPException(415, f"a {'video' if kind == 'video' else 'moving picture'} is painted as a "
+                                         "job: POST it to /api/jobs")
+            # A clip paints faces only when asked for: a face pass per frame costs time and can flicker.
+            settled = replace(settled, faces=asked.faces is True)
+            if settled.portrait or settled.background:
+                raise HTTPException(422, STILLS_ONLY)
             await asyncio.to_thread(clips.check_clip, data, s)
-        except ImageTooLargeError as exc:
-            raise HTTPException(413, str(exc)) from None
-        except ImageError as exc:
-            raise HTTPException(415, str(exc)) from None
-        return JobRequest(data=data, options=settled, name=name)
-    if size > s.max_upload_bytes:
-        raise HTTPException(413, too_large_message(s.max_upload_bytes))
-    try:
+            return JobRequest(data=data, options=settled, name=name)
+        if size > s.max_upload_bytes:
+            raise HTTPException(413, too_large_message(s.max_upload_bytes))
         width, height, _ = imaging.probe_image(rewound(data))
         imaging.check_limits(width, height, s.max_pixels)
+    if settled.max_side is None:
+        check_full_resolution(s, chosen, width, height)
+    return JobRequest(data=data, options=settled, name=name)
+
+
+@contextlib.contextmanager
+def reading_upload() -> Iterator[None]:
+    """Where an upload is read: a file over a limit is 413, one we cannot read 415. The decoders meet hostile files
+    and some fail in ways of their own (a ValueError, a struct.error); that is still the file's fault, answered 415
+    and logged, never a 500."""
+    try:
+        yield
+    except HTTPException:
+        raise
     except ImageTooLargeError as exc:
         raise HTTPException(413, str(exc)) from None
     except ImageError as exc:
         raise HTTPException(415, str(exc)) from None
-    if settled.max_side is None:
-        check_full_resolution(s, chosen, width, height)
-    return JobRequest(data=data, options=settled, name=name)
+    except Exception:
+        log.warning("a reader failed on an upload; answered 415", exc_info=True)
+        raise HTTPException(415, UNREADABLE) from None
 
 
 # FastAPI reads the form's fields from the signature, so they are generated from the options' definition.

@@ -96,8 +96,8 @@ class ErrorOut(BaseModel):
 
 
 _WHY = {
-    400: "The style is not one this server paints (see the form's enum and /api/styles), or a face style was asked "
-    "to paint the background",
+    400: "The body is not a readable multipart form, the style is not one this server paints (see the form's enum "
+    "and /api/styles), or a face style was asked to paint the background",
     401: "An API key is required (X-API-Key or Authorization: Bearer)",
     403: "Refused: the style's licence is not offered here, or this address may not read metrics",
     404: "No such job or style (unknown, expired, deleted or another key's)",

@@ -6,7 +6,7 @@ import json
 import os
 import shutil
 from collections.abc import Callable
-from typing import BinaryIO
+from typing import BinaryIO, cast
 
 from fastapi import HTTPException, UploadFile
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -93,6 +93,25 @@ async def read_upload(upload: UploadFile, limit: int) -> bytes:
     return b"".join(parts)
 
 
+class _Unclosable:
+    """A spooled upload as its readers get it: the file, but for ``close``. The request owns the upload; a reader
+    that closes the file it was handed (Pillow's FTEX opener does, while it reads the header) must not take it away
+    from the readers after it."""
+
+    def __init__(self, file: BinaryIO) -> None:
+        self._file = file
+
+    def close(self) -> None:
+        pass
+
+    @property
+    def closed(self) -> bool:
+        return False
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._file, name)
+
+
 def spooled_upload(upload: UploadFile, limit: int) -> tuple[BinaryIO, int]:
     """The uploaded file as the form parser spooled it (in memory up to 1 MB, then in a temporary file) and its size,
     refusing (413) anything over ``limit``. Nothing is read here: a clip is never held whole in memory."""
@@ -102,7 +121,7 @@ def spooled_upload(upload: UploadFile, limit: int) -> tuple[BinaryIO, int]:
     if size > limit:
         raise HTTPException(413, too_large_message(limit))
     upload.file.seek(0)
-    return upload.file, size
+    return cast(BinaryIO, _Unclosable(upload.file)), size
 
 
 def head(data: UploadData, n: int = _HEAD) -> bytes:

@@ -89,6 +89,34 @@ def test_only_picture_formats_are_accepted(server: InProcessServer) -> None:
             assert "JPEG" in _detail(res)
 
 
+def _ftex(dxt1: bool) -> bytes:
+    """A 128×128 FTEX texture as Pillow's own test images ftex_dxt1.ftc and ftex_uncompressed.ftu are laid out:
+    Pillow reads the format, and its opener closes the file it was given while it reads the header."""
+    data = bytes(128 * 128 // 2) if dxt1 else bytes(range(256)) * (128 * 128 * 3 // 256)
+    header = b"FTEX" + struct.pack("<i2i2i2i", 1, 128, 128, 8, 1, 0 if dxt1 else 1, 32)
+    return header + struct.pack("<i", len(data)) + data
+
+
+def test_a_file_whose_reader_closes_the_upload_is_415(server: InProcessServer) -> None:
+    for name, data in (("ftex_dxt1.ftc", _ftex(dxt1=True)), ("ftex_uncompressed.ftu", _ftex(dxt1=False))):
+        assert Image.open(io.BytesIO(data)).format == "FTEX"  # a picture to Pillow, not one we offer
+        for route in (*ROUTES, "/api/preview"):
+            res = _post(server, route, data, name=name)
+            assert res.status_code == 415, (name, route, res.status_code, res.text)
+            assert "JPEG" in _detail(res)
+    assert _post(server, "/predict", resized_photo(200), max_side=64).status_code == 200  # the server is fine
+
+
+def test_a_broken_form_is_a_documented_400(server: InProcessServer) -> None:
+    document = server.client.get("/openapi.json").json()
+    for route in (*ROUTES, "/api/preview"):
+        res = server.client.post(route, content=b"--xyz\r\nContent-Disposition: form-data\r\n\r\nno end",
+                                 headers={"content-type": "multipart/form-data; boundary=xyz"})
+        assert res.status_code == 400, (route, res.status_code, res.text)
+        assert _detail(res)
+        assert "400" in document["paths"][route]["post"]["responses"], route
+
+
 def _flat_png(side: int) -> bytes:
     buf = io.BytesIO()
     Image.new("RGB", (side, side), (240, 200, 210)).save(buf, format="PNG")

@@ -11,9 +11,8 @@ from fastapi import APIRouter, Form, HTTPException
 from fastapi.responses import Response
 
 from anipaint import imaging, postprocess, preprocess
-from anipaint.errors import ImageError, ImageTooLargeError
 from anipaint.options import parse_max_side
-from anipaint.service.deps import EMPTY_UPLOAD, ImagePart, MaxSide, SettingsDep
+from anipaint.service.deps import EMPTY_UPLOAD, ImagePart, MaxSide, SettingsDep, reading_upload
 from anipaint.service.schemas import png_response, responses
 from anipaint.service.uploads import read_upload
 
@@ -47,17 +46,13 @@ def preview_png(data: bytes, max_side: int | None, max_pixels: int | None) -> by
     description="The photo decoded by the server, upright and without metadata, its long side capped as a paint "
     "caps it: for clients that cannot decode the format themselves (HEIC/HEIF on most browsers).",
     responses={**png_response("The photo, upright and capped, as a PNG without metadata"),
-               **responses(401, 408, 413, 415, 422, 429, 500, 503)},
+               **responses(400, 401, 408, 413, 415, 422, 429, 500, 503)},
 )
 async def preview(s: SettingsDep, image: ImagePart, max_side: PreviewSide = None) -> Response:
     data = await read_upload(image, s.max_upload_bytes)
     if not data:
         raise HTTPException(415, EMPTY_UPLOAD)
     cap = parse_max_side(max_side, s.max_side)
-    try:
+    with reading_upload():
         png = await anyio.to_thread.run_sync(preview_png, data, cap, s.max_pixels, limiter=_decodes())
-    except ImageTooLargeError as exc:
-        raise HTTPException(413, str(exc)) from None
-    except ImageError as exc:
-        raise HTTPException(415, str(exc)) from None
     return Response(png, media_type="image/png", headers={"Cache-Control": "no-store"})
