@@ -43,6 +43,21 @@ class ChecksumError(ModelStoreError):
     """A downloaded file is not the file the registry names."""
 
 
+class DownloadError(ModelStoreError):
+    """A model file could not be downloaded: the origin could not be reached, answered an error, or the transfer
+    stalled. ``why`` is the cause as a short clause ("HTTP 503", "cannot reach github.com: …"); ``lasting`` says
+    whether the origin answered that the file is not there, which waiting alone will not change; ``retry_at`` (a
+    Unix time) is when the next try on first use is due, when one is scheduled."""
+
+    def __init__(self, message: str, *, why: str | None = None, lasting: bool = False,
+                 retry_at: float | None = None, style: str | None = None) -> None:
+        super().__init__(message)
+        self.why = why or message
+        self.lasting = lasting
+        self.retry_at = retry_at
+        self.style = style  # the style whose files these are, when a paint asked for it
+
+
 class ModelImportError(AnipaintError, ValueError):
     """An original model file can't be read or translated by its importer (damaged, or not the format it claims)."""
 

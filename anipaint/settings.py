@@ -78,6 +78,14 @@ class Settings:
         False, "Never download: a style whose files are missing is an error that names `anipaint models fetch <style>`."
     )
     auto_fetch: bool = knob(True, "Download a style's missing files when it is first used (unless offline).")
+    download_timeout: float = knob(
+        60.0, "Seconds a download may go without receiving a byte (or waiting on another process's download of the "
+        "same file that makes no progress) before it gives up."
+    )
+    download_retry: float = knob(
+        30.0, "After a style's download on first use failed: seconds until the next try, doubling with each failure "
+        "up to an hour. Until then a paint of that style fails at once; `anipaint models fetch` tries at any time."
+    )
     background: str = knob(
         "all", "What a server does after its default style paints: `all` converts the other styles and builds and "
         "measures every style's fast engine in a low-priority process; `convert` only converts; `off` does nothing."

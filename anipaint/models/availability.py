@@ -13,9 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from anipaint.errors import LicenceError, StyleError
+from anipaint.models import failed_downloads
+from anipaint.models.failed_downloads import FailedDownload
 from anipaint.models.registry import Style, all_styles, get_style, style_id
 from anipaint.models.sources import downloadable, locate_source
-from anipaint.models.store import is_converted
+from anipaint.models.store import is_converted, needs_download
 from anipaint.settings import Settings, get_settings
 
 
@@ -25,6 +27,8 @@ class StyleStatus:
     available: bool  # converted, or its sources are present and can be converted on first use
     converted: bool
     reason: str | None = None  # why not available
+    needs_download: bool = False  # its files come on first use
+    failed: FailedDownload | None = None  # its last download on first use failed
 
 
 def _settings(settings: Settings | None) -> Settings:
@@ -46,10 +50,23 @@ def refuse_unoffered(style: Style, settings: Settings | None = None) -> None:
 
 
 def _usable(style: Style, s: Settings) -> bool:
-    """Converted, its sources are here, or it downloads on first use."""
+    """Converted, its sources are here, or it downloads on first use (and its origin has not just said that the
+    files are not there)."""
     if is_converted(style, s) or all(locate_source(src, s) for src in style.sources):
         return True
-    return s.fetches_on_first_use and downloadable(style, s)
+    return s.fetches_on_first_use and downloadable(style, s) and _held_back(style, s) is None
+
+
+def _held_back(style: Style, s: Settings) -> FailedDownload | None:
+    """A failed download whose origin said the files are not there, and whose retry time has not come yet."""
+    failed = failed_downloads.pending(style, s)
+    return failed if failed is not None and failed.lasting else None
+
+
+def download_pending(style: Style, settings: Settings | None = None) -> FailedDownload | None:
+    """The failed download that holds back a paint of this style until its retry time, or None."""
+    s = _settings(settings)
+    return failed_downloads.pending(style, s) if needs_download(style, s) else None
 
 
 def style_status(settings: Settings | None = None) -> list[StyleStatus]:
@@ -64,7 +81,10 @@ def style_status(settings: Settings | None = None) -> list[StyleStatus]:
             continue
         missing = [src.path for src in style.sources if locate_source(src, s) is None]
         if missing and s.fetches_on_first_use and downloadable(style, s):
-            out.append(StyleStatus(style, True, False, "downloads on first use"))
+            failed = failed_downloads.load(style, s)
+            held = failed is not None and failed.lasting and not failed.due()
+            out.append(StyleStatus(style, not held, False, failed.summary() if failed else "downloads on first use",
+                                   needs_download=True, failed=failed))
         elif missing:
             how = f" (`anipaint models fetch {style.id}`)" if downloadable(style, s) else ""
             out.append(StyleStatus(style, False, False, f"source missing: {', '.join(missing)}{how}"))
@@ -98,6 +118,9 @@ def resolve(name: str | None, settings: Settings | None = None) -> Style:
 def missing_style(style: Style, settings: Settings | None = None) -> str:
     """Why a style can't paint here and what to run, as one sentence."""
     s = _settings(settings)
+    held = _held_back(style, s)
+    if held is not None:
+        return f"style {style.id} could not be downloaded here ({held.why}); retry at {held.retry_clock()}"
     if not downloadable(style, s):
         return (f"style {style.id} has no model files here and no known origin: set ANIPAINT_MIRROR and run "
                 f"`anipaint models fetch {style.id}`, or `anipaint models add FILE --style {style.id}`")

@@ -14,17 +14,20 @@ import hashlib
 import os
 import sys
 import tarfile
+import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from filelock import FileLock
+from filelock import FileLock, Timeout
 
-from anipaint.errors import ChecksumError, ModelStoreError
+from anipaint.errors import ChecksumError, DownloadError, ModelStoreError
 
 Progress = Callable[[int, "int | None"], None]  # bytes received so far, total bytes (None: unknown)
 _CHUNK = 1 << 16
+_NOT_THERE = {401, 403, 404, 410}  # the origin says the file is not there for us: waiting alone will not help
 _bars_shown = True  # the CLI's -q turns the progress bars off (show_progress_bars)
 
 
@@ -65,15 +68,14 @@ def download(url: str, dest: Path, *, sha256: str | None = None, timeout: float 
     """Fetch ``url`` into ``dest`` (resuming a previous partial transfer) and return ``dest``.
 
     Raises :class:`ChecksumError` (and removes what was downloaded) when ``sha256`` doesn't match, and
-    :class:`ModelStoreError` for a transfer that failed or was cut (the partial file is kept to resume)."""
+    :class:`DownloadError` for a transfer that failed, was cut or stalled for ``timeout`` seconds (the partial file
+    is kept to resume), or when another process downloading the same file makes no progress for that long."""
     address, _, member = url.partition("#")
     dest.parent.mkdir(parents=True, exist_ok=True)
-    locks = dest.parent / ".locks"
-    locks.mkdir(exist_ok=True)
-    with FileLock(str(locks / f"{dest.name}.lock")):
+    part = dest.with_name(dest.name + (".tgz.part" if member else ".part"))
+    with _locked(dest, part, timeout):
         if dest.is_file() and (sha256 is None or sha256_file(dest) == sha256):
             return dest
-        part = dest.with_name(dest.name + (".tgz.part" if member else ".part"))
         _transfer(address, part, timeout, progress)
         if member:
             part = _extract(part, member, dest.with_name(dest.name + ".part"))
@@ -89,9 +91,46 @@ def download(url: str, dest: Path, *, sha256: str | None = None, timeout: float 
     return dest
 
 
+@contextlib.contextmanager
+def _locked(dest: Path, part: Path, timeout: float) -> Iterator[None]:
+    """One download of ``dest`` at a time across processes. Waiting for another process's download is bounded:
+    as long as its ``part`` file grows, and at most ``timeout`` seconds without a new byte (a process that was
+    stopped, or hangs on a dead connection, must not hold up a paint for as long as it lives)."""
+    locks = dest.parent / ".locks"
+    locks.mkdir(exist_ok=True)
+    lock = FileLock(str(locks / f"{dest.name}.lock"))
+    seen, since = _size(part), time.monotonic()
+    while True:
+        try:
+            lock.acquire(timeout=min(1.0, timeout))
+            break
+        except Timeout:
+            now, size = time.monotonic(), _size(part)
+            if size != seen:
+                seen, since = size, now
+            elif now - since >= timeout:
+                raise DownloadError(
+                    f"{dest.name} is being downloaded by another process that has received nothing for "
+                    f"{timeout:g} s; try again shortly",
+                    why="another process is downloading it and has received nothing for a while",
+                ) from None
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return -1
+
+
 def _transfer(url: str, part: Path, timeout: float, progress: Progress | None) -> None:
     have = part.stat().st_size if part.exists() else 0
     request = urllib.request.Request(url, headers={"Range": f"bytes={have}-"} if have else {})
+    host = urllib.parse.urlsplit(url).netloc or url
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
             # 206: the server resumed where we stopped; 200: it sent the whole file, so start over.
@@ -111,16 +150,20 @@ def _transfer(url: str, part: Path, timeout: float, progress: Progress | None) -
                         progress(start + received, total)
             # http.client returns a short body without complaint when the connection drops; check it ourselves.
             if expected is not None and received < expected:
-                raise ModelStoreError(
+                raise DownloadError(
                     f"download from {url} was cut off after {start + received} of {total} bytes; "
-                    "run the same command again to resume"
+                    "run the same command again to resume",
+                    why=f"the transfer from {host} was cut off",
                 )
     except urllib.error.HTTPError as exc:
         if exc.code == 416 and have:  # the .part file already holds the whole file
             return
-        raise ModelStoreError(f"download from {url} failed: HTTP {exc.code}") from exc
+        raise DownloadError(f"download from {url} failed: HTTP {exc.code}", why=f"HTTP {exc.code} from {host}",
+                            lasting=exc.code in _NOT_THERE) from exc
     except (OSError, ValueError) as exc:
-        raise ModelStoreError(f"download from {url} failed: {exc}; run the same command again to resume") from exc
+        reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+        raise DownloadError(f"download from {url} failed: {exc}; run the same command again to resume",
+                            why=f"cannot reach {host}: {reason}") from exc
 
 
 def _extract(archive: Path, member: str, out: Path) -> Path:

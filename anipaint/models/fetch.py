@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from anipaint.errors import ModelStoreError
-from anipaint.models import downloads
+from anipaint.models import downloads, failed_downloads
 from anipaint.models.downloads import sha256_file
 from anipaint.models.registry import EXTRA_SOURCES, Source, Style, all_styles, get_style, style_id
 from anipaint.models.sources import fetch_source
@@ -28,7 +28,8 @@ def _settings(settings: Settings | None) -> Settings:
 
 
 def fetch_style(style: Style, settings: Settings | None = None, *, url: str | None = None,
-                timeout: float = 60.0, progress: Callable[[Source], downloads.Progress | None] | None = None,
+                timeout: float | None = None,
+                progress: Callable[[Source], downloads.Progress | None] | None = None,
                 convert: bool = False) -> list[Path]:
     """Every source file of a style (see :func:`~anipaint.models.sources.fetch_source`). Files without a published
     checksum are only trusted once they convert, so their style is converted now (``convert`` converts any style);
@@ -40,10 +41,11 @@ def fetch_style(style: Style, settings: Settings | None = None, *, url: str | No
              for src in style.sources]
     if convert or any(src.sha256 is None for src in style.sources):
         convert_fetched(style, paths, s, force=url is not None)
+    failed_downloads.clear(style, s)  # the files are here now: first use no longer waits for a retry time
     return paths
 
 
-def fetch(names: Iterable[str] | None = None, settings: Settings | None = None, *, timeout: float = 60.0,
+def fetch(names: Iterable[str] | None = None, settings: Settings | None = None, *, timeout: float | None = None,
           progress: Callable[[Source], downloads.Progress | None] | None = None,
           on_result: Callable[[str, str], None] | None = None) -> dict[str, str]:
     """Download the given styles' files (none given: every style, the face detector and the other models).

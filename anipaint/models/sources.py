@@ -45,9 +45,10 @@ def downloadable(style: Style, settings: Settings | None = None) -> bool:
 
 
 def fetch_source(source: Source, settings: Settings | None = None, *, url: str | None = None,
-                 timeout: float = 60.0, progress: downloads.Progress | None = None) -> Path:
+                 timeout: float | None = None, progress: downloads.Progress | None = None) -> Path:
     """One source file, from the sources folder if it is there and intact, else downloaded into
-    ``<home>/downloads`` (resumed, checked against its sha256; see :mod:`anipaint.models.downloads`)."""
+    ``<home>/downloads`` (resumed, checked against its sha256; see :mod:`anipaint.models.downloads`). ``timeout``:
+    seconds without a byte before giving up (default: ``settings.download_timeout``)."""
     s = _settings(settings)
     here = locate_source(source, s)
     if here is not None and url is None and (source.sha256 is None or sha256_file(here) == source.sha256):
@@ -59,7 +60,7 @@ def fetch_source(source: Source, settings: Settings | None = None, *, url: str |
             "or set ANIPAINT_MIRROR to a server holding it"
         )
     return downloads.download(address, s.home / "downloads" / source.path, sha256=source.sha256,
-                              timeout=timeout, progress=progress)
+                              timeout=s.download_timeout if timeout is None else timeout, progress=progress)
 
 
 def style_for_file(path: Path) -> str | None:

@@ -24,8 +24,8 @@ from pathlib import Path
 from filelock import FileLock
 
 from anipaint import importers
-from anipaint.errors import ModelStoreError
-from anipaint.models import downloads, stamp
+from anipaint.errors import ChecksumError, DownloadError, ModelStoreError
+from anipaint.models import downloads, failed_downloads, stamp
 from anipaint.models.downloads import sha256_file
 from anipaint.models.helpers import install_face_detector, install_segmenter
 from anipaint.models.registry import Style, all_styles, get_style
@@ -163,16 +163,54 @@ def convert(
     return results
 
 
+def needs_download(style: Style, settings: Settings | None = None) -> bool:
+    """Whether painting the style first needs files this machine does not have (it is not converted, and a source
+    is missing here)."""
+    s = _settings(settings)
+    return not is_converted(style, s) and any(locate_source(src, s) is None for src in style.sources)
+
+
+def download_missing(style: Style, settings: Settings | None = None) -> list[Path]:
+    """The style's source files, downloading the missing ones: first use, as a paint does it. A failure is
+    remembered (:mod:`.failed_downloads`): until the next try is due, this fails at once with the same reason.
+
+    Raises :class:`DownloadError` with the cause (``why``), whether it is ``lasting`` and when the next try is due."""
+    s = _settings(settings)
+    failed = failed_downloads.pending(style, s)
+    if failed is not None:
+        raise _download_error(style, failed)
+    paths: list[Path] = []
+    name = ""
+    try:
+        for src in style.sources:
+            name = Path(src.path).name
+            with downloads.progress_bar(name) as progress:
+                paths.append(fetch_source(src, s, progress=progress))
+    except DownloadError as exc:
+        if "another process" in exc.why:  # not a failed download: somebody else's is still going
+            raise
+        raise _download_error(style, failed_downloads.record(style, s, exc.why, lasting=exc.lasting)) from exc
+    except ChecksumError as exc:
+        why = f"the origin sends a different {name} (it fails its checksum)"
+        raise _download_error(style, failed_downloads.record(style, s, why, lasting=True)) from exc
+    failed_downloads.clear(style, s)
+    return paths
+
+
+def _download_error(style: Style, failed: failed_downloads.FailedDownload) -> DownloadError:
+    return DownloadError(
+        f"style {style.id} could not be downloaded ({failed.why}); retry at {failed.retry_clock()}, or now with "
+        f"`anipaint models fetch {style.id}`",
+        why=failed.why, lasting=failed.lasting, retry_at=failed.retry_at, style=style.id,
+    )
+
+
 def ensure_converted(style: Style, settings: Settings | None = None) -> Path:
     """The artefact for a style, converting it (and unless offline, downloading it) on first use."""
     s = _settings(settings)
     if not is_converted(style, s):
-        if s.fetches_on_first_use and any(locate_source(src, s) is None for src in style.sources):
-            fetched = []
-            for src in style.sources:
-                with downloads.progress_bar(Path(src.path).name) as progress:
-                    fetched.append(fetch_source(src, s, progress=progress))
-            convert_fetched(style, fetched, s)
+        if s.fetches_on_first_use and needs_download(style, s):
+            convert_fetched(style, download_missing(style, s), s)
         else:
             convert_style(style, s)
     return artefact_path(style, settings)

@@ -1,7 +1,10 @@
 """A local download mirror for the tests: http.server in a thread, serving a folder with HTTP Range support.
 
 ``cut`` names relative paths whose first response is cut off halfway (the connection is dropped), like a
-transfer interrupted by the network. ``requests`` records (path, Range header) for every request.
+transfer interrupted by the network. ``requests`` records (path, Range header) for every request. A test may make
+it answer every request with an error status (``failing = 503``), hold every request until it opens ``gate``
+(``stall()``), or script the next answers (``script = [503, "stall"]``: a status, "stall" or None to serve), and
+change any of these while it serves.
 """
 
 from __future__ import annotations
@@ -19,6 +22,10 @@ class Mirror:
         self.root = Path(root)
         self.cut = set(cut)
         self.requests: list[tuple[str, str | None]] = []
+        self.failing: int | None = None  # an HTTP status to answer every request with
+        self.script: list[int | str | None] = []  # the next requests' answers, before ``failing``
+        self.gate = threading.Event()  # held requests go on once it is set
+        self.gate.set()
         mirror = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -26,6 +33,13 @@ class Mirror:
                 rel = urllib.parse.unquote(urllib.parse.urlsplit(self.path).path).lstrip("/")
                 rng = self.headers.get("Range")
                 mirror.requests.append((rel, rng))
+                answer = mirror.script.pop(0) if mirror.script else mirror.failing
+                if answer == "stall":
+                    mirror.gate.clear()
+                mirror.gate.wait()
+                if isinstance(answer, int):
+                    self.send_error(answer)
+                    return
                 path = (mirror.root / rel).resolve()
                 if not path.is_relative_to(mirror.root.resolve()) or not path.is_file():
                     self.send_error(404)
@@ -57,6 +71,10 @@ class Mirror:
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
 
+    def stall(self) -> None:
+        """Hold every request from now on (a server that accepts and never answers) until ``gate`` opens."""
+        self.gate.clear()
+
     def requested(self, rel: str) -> list[str | None]:
         """The Range headers of every request for one file (None: the whole file)."""
         return [rng for path, rng in self.requests if path == rel]
@@ -70,5 +88,6 @@ def serving(root: Path, cut: tuple[str, ...] = ()) -> Iterator[Mirror]:
     try:
         yield mirror
     finally:
+        mirror.gate.set()
         mirror.server.shutdown()
         mirror.server.server_close()
