@@ -157,9 +157,9 @@ def styles(settings: Settings | None = None) -> list[StyleInfo]:
             status, reason = "unavailable", "its licence does not allow commercial use (commercial-only mode)"
         elif st.converted or all(sources.locate_source(src, s) for src in style.sources):
             status, reason = "ready", None
-        elif sources.downloadable(style, s):
+        elif sources.downloadable(style, s) and (st.available or not s.fetches_on_first_use):
             status = "download"
-            reason = "downloads on first use" if s.fetches_on_first_use else availability.missing_style(style, s)
+            reason = st.reason if s.fetches_on_first_use else availability.missing_style(style, s)
         else:
             status, reason = "unavailable", availability.missing_style(style, s)
         out.append(StyleInfo(style.id, aliases_of(style.id), style.label, style.description, style.licence.id,

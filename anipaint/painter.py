@@ -181,6 +181,19 @@ class Painter:
 _painters: dict[tuple[str, str], Painter] = {}
 _painters_lock = threading.Lock()
 
+def styles_used(options: PaintOptions, settings: Settings) -> list[str]:
+    """The style ids a paint with these settled options runs: its style, then the face pass's, the background's or
+    portrait mode's face model, as :meth:`Painter._paint` chooses them."""
+    used = [options.style or settings.default_style]
+    if options.portrait:
+        used.append(settings.portrait_face_style)
+    elif options.faces and options.face_style:
+        used.append(options.face_style)
+    if options.background:
+        used.append(options.background)
+    return list(dict.fromkeys(availability.resolve(name, settings).id for name in used))
+
+
 def check_background(style: Style) -> None:
     """Raises OptionError for a style that cannot paint a background (a face model paints aligned crops only)."""
     if style.paints_faces_only:

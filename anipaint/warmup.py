@@ -27,20 +27,22 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from anipaint.models import availability, store
+from anipaint.models.failed_downloads import FailedDownload
 from anipaint.models.registry import Style, get_style
 from anipaint.settings import Settings, get_settings, settings_from_env, to_env
 
 log = logging.getLogger("anipaint.warmup")
 
-READY, CONVERTING, OPTIMISING, UNAVAILABLE = "ready", "converting", "optimising", "unavailable"
+READY, CONVERTING, OPTIMISING, DOWNLOAD, UNAVAILABLE = "ready", "converting", "optimising", "download", "unavailable"
 
 
 @dataclass(frozen=True)
 class StyleState:
     style: Style
-    state: str  # ready | converting | optimising | unavailable
+    state: str  # ready | converting | optimising | download | unavailable
     detail: str | None  # why unavailable, or what is happening
     engine: str | None  # the backend its paints run on now (None: not converted yet)
+    failed_download: FailedDownload | None = None  # its last download on first use failed (state download)
 
 
 # ---- paints under way in this process, which the background warm-up keeps out of the way of --------------
@@ -104,7 +106,9 @@ def planned_engine(style: Style, settings: Settings) -> str | None:
 
 
 def style_states(settings: Settings | None = None, background: Warmup | None = None) -> list[StyleState]:
-    """Every registry style's state here (with a running warm-up: what it is doing)."""
+    """Every registry style's state here. ``converting`` and ``optimising`` only while a running warm-up
+    (``background``) has that step under way or queued; a style whose files come on first use is ``download``
+    (with the last failure and its retry time, if its download failed)."""
     from anipaint.engine.backends import PLAIN as plain
     from anipaint.painter import loaded_painter
 
@@ -113,20 +117,32 @@ def style_states(settings: Settings | None = None, background: Warmup | None = N
     for st in availability.style_status(s):
         style = st.style
         failed = background.failures.get(style.id) if background else None
+        planned_convert = background.planned("convert", style.id) if background else None
         if not st.available:
-            out.append(StyleState(style, UNAVAILABLE, st.reason, None))
+            out.append(StyleState(style, UNAVAILABLE, st.reason, None, st.failed))
         elif not st.converted:
-            later = "not yet: on first use or `anipaint models prepare`"
-            detail = background.describe(style.id, "convert") if background else later
-            out.append(StyleState(style, CONVERTING, failed or detail, None))
+            if st.failed is not None:  # a download failed: say why and when it is tried again, whatever is queued
+                out.append(StyleState(style, DOWNLOAD, st.failed.summary(), None, st.failed))
+            elif planned_convert:
+                what = "downloading and converting" if st.needs_download else "converting"
+                out.append(StyleState(style, CONVERTING, f"{what}: {planned_convert}", None))
+            elif st.needs_download:
+                out.append(StyleState(style, DOWNLOAD, "download on first use", None))
+            else:
+                note = f"its conversion failed in the background ({failed}); tried again on first use" if failed \
+                    else "converted on first use (seconds)"
+                out.append(StyleState(style, READY, note, None))
         else:
             painter = loaded_painter(style.id, s)
             live = painter.engine.backend_name if painter is not None and painter.loaded else None
             planned = planned_engine(style, s)
-            if planned is None and not failed:
-                detail = background.describe(style.id, "optimise") if background else "`anipaint models prepare`"
-                out.append(StyleState(style, OPTIMISING, f"paints with the plain engine; fast engine: {detail}",
+            optimising = background.planned("optimise", style.id) if background else None
+            if planned is None and optimising and not failed:
+                out.append(StyleState(style, OPTIMISING, f"paints with the plain engine; fast engine: {optimising}",
                                       live or plain))
+            elif planned is None and not failed:
+                out.append(StyleState(style, READY, "paints with the plain engine; fast engine: "
+                                      "`anipaint models prepare`", live or plain))
             else:
                 note = f"fast engine failed ({failed}); paints with the plain engine" if failed else None
                 out.append(StyleState(style, READY, note, live or planned or plain))
@@ -165,16 +181,21 @@ class Warmup:
         self._lock = threading.Lock()
         self._unsubscribe = None
 
-    def describe(self, style_id: str, step: str) -> str:
+    def planned(self, step: str, style_id: str) -> str | None:
+        """"in progress" or "queued" for a step this warm-up will still do, else None."""
         if self.current == (step, style_id):
             return "in progress"
         if (step, style_id) in self.steps:
             return "queued"
-        return "on first use" if step == "convert" else "not planned"
+        return None
 
-    def start(self, first: str | None = None) -> None:
-        self.steps = plan(self.settings, first)
-        if not self.steps or self.settings.background == "off":
+    def start(self, first: str | None = None, steps: Iterable[tuple[str, str]] | None = None) -> None:
+        """Run ``steps`` (default: :func:`plan`'s, ``first`` style first) in the child process."""
+        if self.settings.background == "off":
+            self.finished.set()
+            return
+        self.steps = plan(self.settings, first) if steps is None else list(steps)
+        if not self.steps:
             self.finished.set()
             return
         _log_beside_the_server(self.settings.log_level)
@@ -238,6 +259,8 @@ class Warmup:
             if step in self.steps:
                 self.steps.remove(step)
             style_id = event["style"]
+            if event["status"] == "skipped":
+                continue
             if event["status"] == "failed":
                 self.failures[style_id] = event.get("detail") or "failed"
                 log.warning("background %s of %s failed: %s", *step, self.failures[style_id].splitlines()[0])
@@ -305,6 +328,11 @@ def run_steps(steps: Iterable[tuple[str, str]], settings: Settings, go: threadin
     for step, style_id in steps:
         go.wait()
         style = get_style(style_id)
+        if step == "optimise" and not store.is_converted(style, settings):
+            # Its conversion failed (most often its download): building would download or convert it here, in a
+            # step the server stops outright while it paints, holding a lock that paint may need.
+            report(step, style_id, "skipped")
+            continue
         report(step, style_id, "start")
         try:
             with progress.quiet():
