@@ -22,13 +22,20 @@ from anipaint.engine.strips import scratch
 from anipaint.errors import ImageError, ImageTooLargeError, LicenceError, OptionError, StyleError
 from anipaint.media.frames import STILLS_ONLY
 from anipaint.models import availability
-from anipaint.models.registry import ALIASES, Style, all_styles
+from anipaint.models.registry import ALIASES, Style, all_styles, get_style
 from anipaint.networks.architectures import get_architecture
 from anipaint.options import FULL_RESOLUTION, MAX_SIDE_RANGE, Option, PaintOptions, options
-from anipaint.painter import check_background
+from anipaint.painter import check_background, styles_used
 from anipaint.service import clips
 from anipaint.service.metrics import ServiceMetrics
-from anipaint.service.queue.jobs import JobInfo, JobQueue, JobRequest, QueueFullError, UnknownJobError
+from anipaint.service.queue.jobs import (
+    JobInfo,
+    JobQueue,
+    JobRequest,
+    QueueFullError,
+    UnknownJobError,
+    download_failed,
+)
 from anipaint.service.uploads import rewound, spooled_upload, too_large_message
 from anipaint.settings import Settings
 
@@ -121,6 +128,7 @@ async def _request(s: Settings, image: UploadFile, form: dict, *, clips_allowed:
         face_style=resolve_style(settled.face_style, s).id if settled.face_style else None,
         background=resolve_style(settled.background, s, background=True).id if settled.background else None,
     )
+    refuse_pending_downloads(settled, s)
     limit = max(s.max_upload_bytes, s.video_max_bytes) if clips_allowed else s.max_upload_bytes
     data, size = spooled_upload(image, limit)
     if not size:
@@ -171,6 +179,16 @@ for _dependency in (paint_request, job_request):
         parameters=[*list(inspect.signature(_dependency).parameters.values())[:2],
                     *(_form_field(option) for option in options())]
     )
+
+
+def refuse_pending_downloads(settled: PaintOptions, s: Settings) -> None:
+    """503 with Retry-After, before anything is queued, while a style the paint needs waits for the retry time of
+    its failed download: a request for it costs no painter and no network until then."""
+    for style_id in styles_used(settled, s):
+        pending = availability.download_pending(get_style(style_id), s)
+        if pending is not None:
+            raise HTTPException(503, download_failed(style_id, pending.why, pending.retry_at),
+                                headers={"Retry-After": str(pending.seconds_left())})
 
 
 def resolve_style(name: str | None, s: Settings, *, background: bool = False) -> Style:

@@ -28,7 +28,7 @@ class Readiness:
         self.background = warmup.Warmup(settings)
 
     def states(self) -> list[warmup.StyleState]:
-        """Each style: ready, converting, optimising or unavailable (and why)."""
+        """Each style: ready, converting, optimising, download or unavailable (and why)."""
         return warmup.style_states(self.settings, self.background if self.warm else None)
 
     def stop(self) -> None:

@@ -51,12 +51,17 @@ class StyleOut(BaseModel):
     commercial: bool = Field(description="Whether the weights' licence allows commercial use.")
     available: bool
     reason: str | None = Field(None, description="Why the style is not available here.")
-    state: Literal["ready", "converting", "optimising", "unavailable"] = Field(
-        "ready", description="ready; converting (paints once converted); optimising (paints now on its plain engine "
-        "while its fast engine is built in the background); unavailable (see reason)."
+    state: Literal["ready", "converting", "optimising", "download", "unavailable"] = Field(
+        "ready", description="ready; converting (paints once converted, which the server is doing); optimising "
+        "(paints now on its plain engine while its fast engine is built in the background); download (its files "
+        "are downloaded on first use, or their download failed: see download_error and retry_at); unavailable "
+        "(see reason)."
     )
     detail: str | None = Field(None, description="What is happening to the style, or why it is unavailable.")
     engine: str | None = Field(None, description="The backend its paints run on now (None until converted).")
+    download_error: str | None = Field(None, description="Why the style's last download on first use failed.")
+    retry_at: str | None = Field(None, description="When a paint tries that download again (ISO 8601, UTC); until "
+                                 "then a paint of the style is answered 503 with Retry-After.")
     thumbnail: str = Field(description="URL of a sample picture painted in this style.")
     default: bool
     kind: Literal["style", "face"] = Field(

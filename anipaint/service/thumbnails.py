@@ -20,6 +20,7 @@ import numpy as np
 from PIL import Image, ImageOps
 
 from anipaint import imaging
+from anipaint.models import store
 from anipaint.models.registry import Style
 from anipaint.settings import Settings
 
@@ -109,15 +110,19 @@ class Thumbnails:
         return imaging.encode_png(img)
 
     # -- the painted thumbnails -----------------------------------------------------------------------------------
-    def get(self, style: Style, available: bool) -> tuple[bytes, bool]:
-        """(PNG bytes, final). Not final: a placeholder while the real thumbnail is being painted."""
+    def get(self, style: Style, available: bool) -> tuple[bytes, str]:
+        """(PNG bytes, what they are): ``ready``, the painted thumbnail; ``pending``, a placeholder while it is
+        painted; ``placeholder``, the unpainted sample of a style that cannot paint here (grey) or whose files come
+        on first use (a thumbnail never downloads a style: that is a paint's choice)."""
         path = self._path(style.id)
         try:
-            return path.read_bytes(), True
+            return path.read_bytes(), "ready"
         except FileNotFoundError:
             pass
         if not available or style.id in self._failed:
-            return self.placeholder(grey=True), True
+            return self.placeholder(grey=True), "placeholder"
+        if store.needs_download(style, self.settings):
+            return self.placeholder(), "placeholder"
         with self._lock:
             if style.id not in self._pending:
                 self._pending.add(style.id)
@@ -125,7 +130,7 @@ class Thumbnails:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._work, name="anipaint-thumbnails", daemon=True)
                 self._thread.start()
-        return self.placeholder(), False
+        return self.placeholder(), "pending"
 
     def _work(self) -> None:
         while True:

@@ -388,10 +388,7 @@ def test_a_worker_killed_with_9_mid_paint_loses_no_job(prepared_store, store, tm
             res = server.submit(resized_photo(1400), faces="false", max_side="original")  # a few seconds of paint
             assert res.status_code == 202, res.text
             job = res.json()["id"]
-            deadline = time.monotonic() + 120
-            while server.client.get(f"/api/jobs/{job}").json()["status"] != "running":
-                assert time.monotonic() < deadline
-                time.sleep(0.05)
+            server.wait_job_field(job, "status", "running")
             first.proc.kill()  # SIGKILL: no chance to hand anything back
             first.proc.wait(10)
             second = Worker("second", redis_url, tmp_path, **where)

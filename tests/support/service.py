@@ -61,6 +61,13 @@ class _Conveniences:
             time.sleep(poll)
         raise TimeoutError(f"job {job_id} not finished after {timeout:.0f} s")
 
+    def wait_job_field(self, job_id: str, field: str, value: object, timeout: float = 120.0) -> None:
+        """Poll a job until ``field`` (``status``, ``stage``) reads ``value``."""
+        deadline = time.monotonic() + timeout
+        while self.client.get(f"/api/jobs/{job_id}").json()[field] != value:
+            assert time.monotonic() < deadline, f"job {job_id}: {field} never became {value!r}"
+            time.sleep(0.05)
+
 
 class Server(_Conveniences):
     """``python -m anipaint.service`` (which calls ``serve``) with ANIPAINT_* overrides."""

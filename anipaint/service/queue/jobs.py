@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import math
 import re
 import secrets
 import time
@@ -25,7 +26,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Literal, Protocol
 
-from anipaint.errors import ImageError, ScratchSpaceError, StyleError
+from anipaint.errors import DownloadError, ImageError, ScratchSpaceError, StyleError
 from anipaint.options import PaintOptions
 from anipaint.service import clips
 from anipaint.service.uploads import UploadData, rewound
@@ -81,7 +82,8 @@ class JobInfo:
     progress: float = 0.0
     position: int = 0  # 1 = next to start; 0 once running or finished
     error: str | None = None
-    error_kind: str | None = None  # image | style | busy | disk | storage | internal: picks /predict's status
+    error_kind: str | None = None  # image | style | download | busy | disk | storage | internal: /predict's status
+    retry_at: float | None = None  # failed for now (a download): when trying again may succeed
     width: int | None = None
     height: int | None = None
     faces_found: int | None = None  # once done: faces restyled (0 when none was found or the face pass was off)
@@ -225,13 +227,25 @@ def finished(info: JobInfo, out: PaintOutput) -> JobInfo:
     )
 
 
-def failed(info: JobInfo, error: str, kind: str) -> JobInfo:
-    return replace(info, status="failed", error=error, error_kind=kind, position=0, finished=time.time())
+def failed(info: JobInfo, error: str, kind: str, retry_at: float | None = None) -> JobInfo:
+    return replace(info, status="failed", error=error, error_kind=kind, position=0, finished=time.time(),
+                   retry_at=retry_at)
+
+
+def download_failed(style: str, why: str, retry_at: float | None, *, lasting: bool = False) -> str:
+    """What an API caller reads when a style's files could not be downloaded here (no command to run, no address)."""
+    if lasting:
+        return f"style {style} cannot be downloaded here ({why}); choose another style"
+    wait = f"; try again in {max(1, math.ceil(retry_at - time.time()))} s" if retry_at else "; try again later"
+    return f"style {style} is not on this server yet and could not be downloaded ({why}){wait}"
 
 
 def failure(exc: BaseException, job_id: str = "?") -> tuple[str, str]:
     """(reason, kind) for a job that raised: a sentence for the user, never a server path; internal errors and
     storage trouble are logged with their traceback."""
+    if isinstance(exc, DownloadError):
+        reason = download_failed(exc.style or "?", exc.why, exc.retry_at, lasting=exc.lasting)
+        return reason, "style" if exc.lasting else "download"
     if isinstance(exc, ImageError):
         return str(exc) or "the picture could not be read", "image"
     if isinstance(exc, StyleError):
@@ -323,7 +337,7 @@ def _paint(store: JobStore, info: JobInfo, runner: Runner, hooks: JobHooks) -> J
         final = failed(info, INTERRUPTED, "busy")
         return final if store.update(final) else None
     except Exception as exc:  # every failure becomes a reason on the job, never a dead painter
-        final = failed(info, *failure(exc, info.id))
+        final = failed(info, *failure(exc, info.id), retry_at=getattr(exc, "retry_at", None))
         if not store.update(final):
             _forget(store, info.id)
             return None

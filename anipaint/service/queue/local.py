@@ -1,5 +1,7 @@
 """The embedded queue: ``settings.jobs`` painter threads in this process, ``settings.queue_size`` waiting slots,
-jobs kept in a :class:`~anipaint.service.queue.file_store.FileJobStore` so that a restart loses none of them.
+jobs kept in a :class:`~anipaint.service.queue.file_store.FileJobStore` so that a restart loses none of them. A job
+whose style's files come on first use has them downloaded on a thread of its own (stage ``download``) before it
+waits for a painter.
 
 It implements :class:`~anipaint.service.queue.jobs.JobQueue`, the interface the HTTP layer talks to, as
 :class:`~anipaint.service.queue.celery.CeleryJobQueue` does over Redis.
@@ -18,6 +20,10 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+from anipaint.errors import AnipaintError
+from anipaint.models import store as model_store
+from anipaint.models.registry import Style, get_style
+from anipaint.painter import styles_used
 from anipaint.service.queue.file_store import FileJobStore, check_writable
 from anipaint.service.queue.jobs import (
     JobHooks,
@@ -30,6 +36,8 @@ from anipaint.service.queue.jobs import (
     Runner,
     UnknownJobError,
     admitted,
+    failed,
+    failure,
     paint_runner,
     run_job,
 )
@@ -76,6 +84,7 @@ class LocalJobQueue:
         self._run = runner or paint_runner(settings)
         self._observer = observer
         self._waiting: deque[str] = deque()
+        self._downloading: set[str] = set()  # jobs whose style files are being downloaded before they wait
         self._owners: dict[str, str] = {}  # job id → owner, while queued or running
         self._busy = 0
         self._cond = threading.Condition()
@@ -118,20 +127,28 @@ class LocalJobQueue:
 
     # -- the protocol ------------------------------------------------------------------------------------------
     def submit(self, request: JobRequest, owner: str | None = None) -> JobInfo:
+        downloads = self._downloads_first(request)
         with self._cond:
             if self._draining.is_set():
                 raise QueueFullError(RESTARTING, self.retry_after())
-            if self._busy + len(self._waiting) >= self.workers + self.slots:
+            if self._busy + len(self._waiting) + len(self._downloading) >= self.workers + self.slots:
                 raise QueueFullError(
                     f"all {self.workers} painter(s) are busy and {self.slots} job(s) are waiting",
                     self.retry_after(),
                 )
-            info = admitted(request, position=len(self._waiting) + 1, owner=owner)
+            info = admitted(request, position=0 if downloads else len(self._waiting) + 1, owner=owner)
+            if downloads:
+                info = replace(info, stage="download")
             self.store.create(info, request)  # persisted before the client hears of it
-            self._waiting.append(info.id)
             if owner:
                 self._owners[info.id] = owner
-            self._cond.notify()
+            if downloads:
+                self._downloading.add(info.id)
+                threading.Thread(target=self._download_then_queue, args=(info.id, downloads),
+                                 name="anipaint-download", daemon=True).start()
+            else:
+                self._waiting.append(info.id)
+                self._cond.notify()
             return info
 
     def get(self, job_id: str) -> JobInfo:
@@ -152,8 +169,8 @@ class LocalJobQueue:
 
     def cancel(self, job_id: str) -> JobInfo:
         with self._cond:
-            queued = job_id in self._waiting
-            if queued:
+            queued = job_id in self._waiting or job_id in self._downloading
+            if job_id in self._waiting:
                 self._waiting.remove(job_id)
             self._owners.pop(job_id, None)
         info = self.store.delete(job_id)  # a running paint notices at its next progress report
@@ -171,7 +188,8 @@ class LocalJobQueue:
 
     def full(self) -> bool:
         with self._cond:
-            return self._draining.is_set() or self._busy + len(self._waiting) >= self.workers + self.slots
+            taken = self._busy + len(self._waiting) + len(self._downloading)
+            return self._draining.is_set() or taken >= self.workers + self.slots
 
     def owned(self, owner: str) -> int:
         with self._cond:
@@ -198,6 +216,45 @@ class LocalJobQueue:
 
     def sweep(self) -> int:
         return self.store.sweep()
+
+    # -- downloads on first use, outside the painters -----------------------------------------------------------
+    def _downloads_first(self, request: JobRequest) -> list[Style]:
+        """The styles whose files must be downloaded before a painter can start this job."""
+        if not self.settings.fetches_on_first_use:
+            return []
+        try:
+            used = [get_style(style_id) for style_id in styles_used(request.options, self.settings)]
+        except AnipaintError:  # the painter says what is wrong with the style
+            return []
+        return [style for style in used if model_store.needs_download(style, self.settings)]
+
+    def _download_then_queue(self, job_id: str, styles: list[Style]) -> None:
+        """A job's missing style files, downloaded on a thread of its own; then the job waits for a painter, or
+        fails with the reason. A download that hangs or fails never holds a painter, nor the jobs behind it."""
+        try:
+            for style in styles:
+                model_store.download_missing(style, self.settings)
+        except Exception as exc:  # noqa: BLE001 - every failure becomes the job's reason
+            reason, kind = failure(exc, job_id)
+            with self._cond:
+                self._downloading.discard(job_id)
+                self._owners.pop(job_id, None)
+            try:
+                if self.store.update(failed(self.store.load(job_id), reason, kind, getattr(exc, "retry_at", None))):
+                    self._count("failed")
+            except UnknownJobError:  # cancelled meanwhile
+                pass
+            return
+        with self._cond:
+            self._downloading.discard(job_id)
+            try:
+                info = self.store.load(job_id)
+            except UnknownJobError:  # cancelled meanwhile
+                self._owners.pop(job_id, None)
+                return
+            self.store.update(replace(info, stage="queued", position=len(self._waiting) + 1))
+            self._waiting.append(job_id)
+            self._cond.notify()
 
     # -- painters ----------------------------------------------------------------------------------------------
     def _work(self) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import math
 import time
 
 from fastapi import APIRouter, HTTPException, Request
@@ -15,7 +16,7 @@ from anipaint.service.queue.local import RESTARTING, cancel_quietly
 from anipaint.service.schemas import PredictOut, responses
 
 router = APIRouter(tags=["paint"])
-KIND_STATUS = {"image": 415, "style": 400, "busy": 503, "disk": 507, "storage": 503}
+KIND_STATUS = {"image": 415, "style": 400, "download": 503, "busy": 503, "disk": 507, "storage": 503}
 
 
 @router.post(
@@ -49,7 +50,7 @@ async def predict(request: Request, job: PaintRequestDep, s: SettingsDep, jobs: 
     if info.status == "failed":
         cancel_quietly(jobs, info.id)
         status = KIND_STATUS.get(info.error_kind or "", 500)
-        raise HTTPException(status, info.error or "painting failed", headers=_retry(status))
+        raise HTTPException(status, info.error or "painting failed", headers=_retry(status, info.retry_at))
     try:
         png = await asyncio.to_thread(jobs.result_path(info.id).read_bytes)
     except (UnknownJobError, FileNotFoundError):
@@ -68,5 +69,7 @@ async def predict(request: Request, job: PaintRequestDep, s: SettingsDep, jobs: 
     )
 
 
-def _retry(status: int) -> dict[str, str] | None:
-    return {"Retry-After": "30"} if status in (503, 507) else None
+def _retry(status: int, retry_at: float | None) -> dict[str, str] | None:
+    if status not in (503, 507):
+        return None
+    return {"Retry-After": str(max(1, math.ceil(retry_at - time.time())) if retry_at else 30)}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import datetime, timezone
 
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import Response
@@ -42,12 +43,18 @@ async def styles(request: Request, s: SettingsDep) -> list[dict]:
             "state": st.state,
             "detail": st.detail,
             "engine": st.engine,
+            "download_error": st.failed_download.why if st.failed_download else None,
+            "retry_at": _iso(st.failed_download.retry_at) if st.failed_download else None,
             "thumbnail": f"/api/styles/{st.style.id}/thumbnail",
             "default": st.style.id == default,
             "kind": st.style.kind,
         }
         for st in await asyncio.to_thread(request.app.state.readiness.states)
     ]
+
+
+def _iso(when: float) -> str:
+    return datetime.fromtimestamp(when, timezone.utc).isoformat(timespec="seconds")
 
 
 @router.get(
@@ -66,11 +73,8 @@ async def thumbnail(style_id: str, request: Request, s: SettingsDep) -> Response
         except StyleError:
             pass
         raise HTTPException(404, f"unknown style {style_id!r}")
-    png, final = await asyncio.to_thread(request.app.state.thumbs.get, found[0].style, found[0].available)
-    headers = {
-        "Cache-Control": "public, max-age=86400" if final else "no-store",
-        "X-Thumbnail": "ready" if final else "pending",
-    }
+    png, what = await asyncio.to_thread(request.app.state.thumbs.get, found[0].style, found[0].available)
+    headers = {"Cache-Control": "public, max-age=86400" if what == "ready" else "no-store", "X-Thumbnail": what}
     return Response(png, media_type="image/png", headers=headers)
 
 

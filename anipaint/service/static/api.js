@@ -38,9 +38,11 @@
  * @property {boolean} commercial
  * @property {boolean} available
  * @property {string | null} reason  why it is not available here
- * @property {"ready" | "converting" | "optimising" | "unavailable"} state
+ * @property {"ready" | "converting" | "optimising" | "download" | "unavailable"} state
  * @property {string | null} detail
  * @property {string | null} engine
+ * @property {string | null} [download_error]  why its last download on first use failed
+ * @property {string | null} [retry_at]  when a paint tries that download again (ISO 8601)
  * @property {string} thumbnail  its sample picture's URL
  * @property {boolean} default
  * @property {"style" | "face"} kind  face: an anime-face model for portraits
@@ -55,7 +57,7 @@
  * @property {number} progress
  * @property {number} position
  * @property {string | null} [error]
- * @property {string | null} [error_kind]  image, style, busy or internal, when failed
+ * @property {string | null} [error_kind]  image, style, download, busy or internal, when failed
  * @property {string} style
  * @property {number | null} [width]
  * @property {number | null} [height]

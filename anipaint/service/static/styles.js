@@ -11,7 +11,7 @@ import { styleAbout, translate } from "./i18n.js";
 
 /** @import { StyleInfo } from "./api.js" */
 /** @import { PageStore, State } from "./store.js" */
-/** @import { Translate } from "./i18n.js" */
+/** @import { Lang, Translate } from "./i18n.js" */
 
 const THUMB_RETRY_MS = 3000;
 const PREPARING_POLL_MS = 5000;
@@ -170,9 +170,8 @@ function drawStyles(store, s) {
     const card = cards.get(style.id) || box.appendChild(newCard(store, style.id));
     const [name, family] = splitLabel(style.label);
     within(card, ".name").textContent = name;
-    const busy = style.state === "converting" || style.state === "optimising";
     const serverOnly = s.device.rows ? deviceBlock(s, style.id) : ""; // none before the device's list is read
-    const status = serverOnly ? t("device.card") : busy ? t("style." + style.state) : "";
+    const status = serverOnly ? t("device.card") : stateText(t, s.lang, style);
     within(card, ".reason").textContent = [family, status].filter(Boolean).join(" · ");
     card.dataset.state = style.state || "";
     card.classList.toggle("unavailable", Boolean(serverOnly));
@@ -192,6 +191,21 @@ function drawStyles(store, s) {
   const chosen = s.styles.find((st) => st.id === s.style);
   $("style-note").textContent = chosen ? `${chosen.label} — ${styleAbout(s.lang, chosen)}` : "";
   drawLicence(t, s, chosen, commercialOnly);
+}
+
+/**
+ * What a card says of its style's state: nothing once it is ready.
+ * @param {Translate} t
+ * @param {Lang} lang
+ * @param {StyleInfo} style
+ * @returns {string}
+ */
+function stateText(t, lang, style) {
+  if (style.state === "converting" || style.state === "optimising") return t("style." + style.state);
+  if (style.state !== "download") return "";
+  if (!style.download_error) return t("style.download");
+  const when = style.retry_at ? new Date(style.retry_at).toLocaleTimeString(lang) : "";
+  return t("style.downloadFailed", { why: style.download_error, time: when });
 }
 
 /**
