@@ -16,8 +16,9 @@ For each style, at a fixed working size of 256 × 192 (4:3, the clip's centre):
   clips) of what was shown (steady.js on) and of the same frames as the network painted them, each alone (the
   onFrame ``raw``), and of the input itself; sharpness (mean gradient) shown against one by one;
 - then an adaptive run of the first style (targetFps 12, up to 512): the size it settles on and its frame rate;
-- ``--memory S``: the first style live for S seconds, the page's and the worker's memory every 15 s
-  (performance.measureUserAgentSpecificMemory, which the page's cross-origin isolation allows).
+- ``--memory S``: the first style live for S seconds (adaptive, up to 320): every 15 s the resident memory of
+  Chromium's renderer processes (the page and its worker, the runtime's WebAssembly memory included) and the
+  page's JS heap after a garbage collection (DevTools protocol).
 A strip of consecutive live frames (input, one by one, steady) goes to artifacts/camera/<style>-strip.png.
 A real server (background preparation off) serves the page and the models; missing device models are made first.
 """
@@ -137,25 +138,51 @@ ADAPTIVE = """async ([style, seconds]) => {
   live.stop();
   return samples;
 }"""
-MEMORY = """async ([style, seconds, every]) => {
+START = """async ([style]) => {
   const { startCamera } = await import("/static/camera.js");
-  const live = await startCamera({ style, targetFps: 12, maxSide: 320 });
-  const rows = [];
-  for (let t = 0; t <= seconds; t += every) {
-    if (t) await new Promise((r) => setTimeout(r, every * 1000));
-    const m = await performance.measureUserAgentSpecificMemory();
-    const by = { page: 0, worker: 0 };
-    for (const part of m.breakdown) {
-      const inWorker = part.attribution.some((a) => a.scope === "DedicatedWorkerGlobalScope");
-      const kind = inWorker ? "worker" : "page";
-      by[kind] += part.bytes;
-    }
-    rows.push({ t, total: m.bytes, ...by, heap: performance.memory ? performance.memory.usedJSHeapSize : null,
-                painted: live.stats().painted });
-  }
-  live.stop();
-  return rows;
+  window.live = await startCamera({ style, targetFps: 12, maxSide: 320 });
 }"""
+
+
+def _renderers_rss() -> int:
+    """The resident memory of this process's Chromium renderers (the page and its worker run in one), bytes."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    total, todo = 0, [os.getpid()]
+    while todo:
+        pid = todo.pop()
+        todo += children.get(pid, [])
+        try:
+            if b"--type=renderer" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                rss = Path(f"/proc/{pid}/statm").read_text().split()[1]
+                total += int(rss) * os.sysconf("SC_PAGE_SIZE")
+        except OSError:
+            continue
+    return total
+
+
+def _memory(page, style: str, seconds: int, every: int) -> list[dict]:
+    """Live for `seconds`: every `every` s, the renderers' resident memory and the page's JS heap after a GC."""
+    import time
+
+    cdp = page.context.new_cdp_session(page)
+    page.evaluate(START, [style])
+    rows = []
+    started = time.monotonic()
+    for t in range(0, seconds + 1, every):
+        time.sleep(max(0.0, started + t - time.monotonic()))
+        cdp.send("HeapProfiler.collectGarbage")
+        heap = cdp.send("Runtime.getHeapUsage")["usedSize"]
+        stats = page.evaluate("window.live.stats()")
+        rows.append({"t": t, "renderer_rss": _renderers_rss(), "page_heap": heap, "painted": stats["painted"],
+                     "fps": stats["fps"]})
+    page.evaluate("window.live.stop()")
+    return rows
 
 
 def _image(data_url: str) -> np.ndarray:
@@ -213,6 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--styles", default="v3-cute,v3-hayao")
     parser.add_argument("--seconds", type=int, default=20)
     parser.add_argument("--memory", type=int, default=0, metavar="S")
+    parser.add_argument("--memory-only", action="store_true", help="only the memory run")
     parser.add_argument("--clip", default="dog_foliage.mp4")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
@@ -241,9 +269,11 @@ def main(argv: list[str] | None = None) -> int:
         if not page.evaluate("crossOriginIsolated"):
             raise RuntimeError("the page is not cross-origin isolated: WebAssembly would run on one thread")
         report["capture_time"] = page.evaluate(CAPTURE_TIME)
-        for style_id in styles:
-            infer = page.evaluate(INFER, [style_id, WIDTH, HEIGHT, 20])
+        for style_id in [] if args.memory_only else styles:
+            # Live first: the runtime's code is then as optimised for the inference-alone rounds as for the live view
+            # (measured the other way round, the first rounds ran slower than the live loop's).
             live = page.evaluate(LIVE, [style_id, SIDE, args.seconds, 10, KEEP, True])
+            infer = page.evaluate(INFER, [style_id, WIDTH, HEIGHT, 20])
             settled = live["samples"][len(live["samples"]) // 3:]  # past the start (the model, the first runs)
             frames = [[_image(u) for u in f] for f in live["frames"]]
             inputs, raw, shown = ([f[k] for f in frames] for k in range(3))
@@ -274,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
         # Steadiness replayed: the clips' frames (every `step`-th, as a live view at that share of 30 fps sees them)
         # painted one by one, then steady.js as shipped and without its motion search.
         report["replay"] = []
-        for clip, step, noise in REPLAYS:
+        for clip, step, noise in [] if args.memory_only else REPLAYS:
             frames = clip_rgba(settings.samples_dir / clip, WIDTH, HEIGHT, step, 30, noise)
             for style_id in styles:
                 got = replay(page, style_id, frames, [{}, {"motion": False}])
@@ -289,20 +319,20 @@ def main(argv: list[str] | None = None) -> int:
                     inputs, raw, shown = got["frames"][0], got["frames"][1], got["frames"][2]
                     _strip(out_dir / f"replay-{clip.split('.')[0]}-{style_id}-strip.png",
                            [[a, b, c] for a, b, c in zip(inputs, raw, shown, strict=True)])
-        adaptive = page.evaluate(ADAPTIVE, [styles[0], max(10, args.seconds)])
-        last = adaptive[-1]
-        report["adaptive"] = {"style": styles[0], "size": f"{last['width']}x{last['height']}",
-                              "fps": statistics.median(s["fps"] for s in adaptive[len(adaptive) // 2:]),
-                              "sizes": [s["side"] for s in adaptive]}
-        print(f"adaptive ({styles[0]}, target 12 fps, up to 512): settled at {report['adaptive']['size']}, "
-              f"{report['adaptive']['fps']:.1f} fps; long side each second {report['adaptive']['sizes']}")
+        if not args.memory_only:
+            adaptive = page.evaluate(ADAPTIVE, [styles[0], max(10, args.seconds)])
+            last = adaptive[-1]
+            report["adaptive"] = {"style": styles[0], "size": f"{last['width']}x{last['height']}",
+                                  "fps": statistics.median(s["fps"] for s in adaptive[len(adaptive) // 2:]),
+                                  "sizes": [s["side"] for s in adaptive]}
+            print(f"adaptive ({styles[0]}, target 12 fps, up to 512): settled at {report['adaptive']['size']}, "
+                  f"{report['adaptive']['fps']:.1f} fps; long side each second {report['adaptive']['sizes']}")
         if args.memory:
-            rows = page.evaluate(MEMORY, [styles[0], args.memory, 15])
+            rows = _memory(page, styles[0], args.memory, 15)
             report["memory"] = rows
             for r in rows:
-                print(f"  memory at {r['t']:4d} s: total {r['total'] / 1e6:6.1f} MB (page {r['page'] / 1e6:.1f}, "
-                      f"worker {r['worker'] / 1e6:.1f}), page JS heap "
-                      f"{(r['heap'] or 0) / 1e6:.1f} MB, painted {r['painted']}")
+                print(f"  memory at {r['t']:4d} s: renderer RSS {r['renderer_rss'] / 1e6:6.1f} MB, page JS heap "
+                      f"{r['page_heap'] / 1e6:.1f} MB after GC, painted {r['painted']} ({r['fps']:.1f} fps)")
         browser.close()
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)

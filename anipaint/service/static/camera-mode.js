@@ -121,7 +121,7 @@ async function record(store) {
   const parts = [];
   made.ondataavailable = (event) => { if (event.data.size) parts.push(event.data); };
   made.onstop = () => {
-    for (const track of mic ? mic.getTracks() : []) track.stop();
+    for (const track of [...stream.getVideoTracks(), ...(mic ? mic.getTracks() : [])]) track.stop();
     mic = null;
     const blob = new Blob(parts, { type: made.mimeType || "video/webm" });
     const old = store.state.camera.clip;
@@ -142,7 +142,7 @@ function draw(s) {
   document.body.dataset.camera = c.phase;
   document.body.dataset.cameraStyle = (c.phase !== "off" && c.stats && c.stats.painted && c.stats.style) || "";
   $("live").hidden = c.phase === "off";
-  $("camera-start").hidden = c.phase !== "off";
+  $("camera-row").hidden = c.phase !== "off"; // the button and its hint: the live view has its own controls
   const stats = c.stats;
   $("live-stats").textContent = c.phase === "starting" ? t("camera.starting")
     : stats && stats.painted ? t("camera.stats", { fps: stats.fps.toFixed(1), w: stats.width, h: stats.height,
