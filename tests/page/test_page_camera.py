@@ -165,6 +165,17 @@ def test_the_camera_is_painted_live(server: Server, page_factory, camera_file: P
     sent = [(r.method, r.url) for r in requests if r.method != "GET" or r.post_data_buffer]
     assert sent == [], sent
 
+    # The tab hidden (headless Chromium never hides one: the page is told so as a browser would tell it).
+    page.click('[data-testid="camera-start"]')
+    page.wait_for_selector("body[data-camera='live']", state="attached", timeout=120_000)
+    page.evaluate("""() => {
+      Object.defineProperty(document, "hidden", { value: true, configurable: true });
+      document.dispatchEvent(new Event("visibilitychange"));
+    }""")
+    page.wait_for_selector("body[data-camera='off']", state="attached")
+    tracks = page.evaluate(TRACKS)
+    assert len(tracks) >= 3 and all(t.endswith(":ended") for t in tracks), tracks
+
 
 def test_take_picture_gives_the_result_view(server: Server, page_factory) -> None:  # noqa: F811
     """Take picture: the camera's frame, painted at full quality by the page's painter (here the server's, as
