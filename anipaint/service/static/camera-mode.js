@@ -59,6 +59,8 @@ async function enter(store) {
   const style = liveStyle(s);
   if (!style) { set(store, { error: "style" }); return; }
   set(store, { phase: "starting", error: null, stats: null, clip: null });
+  // On a phone the result card is under the controls: bring the live view up, as a paint does.
+  if (window.matchMedia("(max-width: 880px)").matches) $("result-card").scrollIntoView({ behavior: "smooth" });
   try {
     live = await startCamera({ style, canvas: /** @type {HTMLCanvasElement} */ ($("live-canvas")),
       ...QUALITY[s.camera.quality] });
