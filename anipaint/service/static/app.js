@@ -6,6 +6,7 @@
 //   api.js      every request to the server; serverPainter.paint(file, options, onProgress, signal)
 //   device-painter.js  the same paint() on this device (device.js: ONNX Runtime Web in a worker)
 //   device-mode.js  the "Paint on this device" switch, what the device can paint, what needs the server
+//   camera-mode.js  the live camera painted on this device (camera.js, steady.js), take picture, record
 //   offline.js  the service worker that keeps the page and the device models for offline use
 //   styles.js   the styles, thumbnails, the choice, the background select
 //   photo.js    choosing, dropping and pasting the photo (or video)
@@ -17,6 +18,7 @@
 // This module makes the store, wires the controls that are not any one module's and starts everything.
 
 import { getConfig, isReady, serverPainter } from "./api.js";
+import { watchCamera } from "./camera-mode.js";
 import { watchClip } from "./clip.js";
 import { commitStrength, setSplit, setStrength, watchResult } from "./compare.js";
 import { devicePainter } from "./device-painter.js";
@@ -119,6 +121,7 @@ watchServer();
 watchStyles(store);
 watchOptions();
 watchDevice(store);
+watchCamera(store, painter);
 watchPhoto(store);
 watchClip(store);
 watchJob(store);

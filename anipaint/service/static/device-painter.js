@@ -15,6 +15,7 @@ import { DeviceError, deviceFiles, paintOnDevice } from "./device.js";
 const REASONS = {
   style: "style", tooBig: "tooBig", checksum: "checksum", network: "network", notImage: "deviceDecode",
   cancelled: "cancelled", unsupported: "device", failed: "device",
+  noCamera: "device", refused: "device", inUse: "device", // the live camera's (camera.js): no paint has them
 };
 
 // The model's download has a fraction; the painting itself is one call into the runtime, so it has none.

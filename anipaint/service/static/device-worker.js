@@ -5,8 +5,10 @@
 // post-processing around it: EXIF orientation, the long-side cap (resize.js), the edge and reflect padding to
 // the network's size multiple, the [-1, 1] normalisation, the L*a*b* strength blend (blend.js), alpha kept.
 // Messages in: {id, model (a row of /api/device/styles), image (Blob or ImageBitmap), maxSide, strength, ep}, or
-// {id, model, ep, warm: true} to get ready before a photo is there; out: {id, progress} while it works, then
-// {id, png, width, height, ep, loaded} (warm: {id, ep, loaded}) or {id, error: {reason, message}};
+// {id, model, ep, warm: true} to get ready before a photo is there, or {id, model, ep, frame: {data, width,
+// height}} for one frame of a live stream (camera.js: RGBA in, RGBA out, at the size it comes in); out: {id,
+// progress} while it works, then {id, png, width, height, ep, loaded} (warm: {id, ep, loaded}; frame: {id, pixels,
+// width, height, ep, runMs, loaded}) or {id, error: {reason, message}};
 // `loaded` is every URL this worker fetched (its modules, the runtime, the model), for the page to hand to its
 // service worker when this worker started before that one took control (offline.js).
 
@@ -15,8 +17,8 @@ import { mix, toLab } from "./blend.js";
 import { fitLongSide, resizeLanczos } from "./resize.js";
 
 /**
- * @import { DeviceModel, DeviceProgress, DeviceReason, Ep, PaintAnswer, PaintRequest, WarmAnswer, WarmRequest }
- *   from "./device.js"
+ * @import { DeviceModel, DeviceProgress, DeviceReason, Ep, FrameAnswer, FrameRequest, PaintAnswer, PaintRequest,
+ *   WarmAnswer, WarmRequest } from "./device.js"
  */
 /** @typedef {(p: DeviceProgress) => void} Hear */
 /** @typedef {{session: ort.InferenceSession, ep: Ep}} Loaded */
@@ -268,6 +270,54 @@ async function warm({ model, ep }, progress) {
   return { ep: found.ep };
 }
 
+// The network's answer (NCHW float32 in [-1, 1], padded) as opaque RGBA bytes of the picture's w×h.
+/**
+ * @param {ort.Tensor} y
+ * @param {number} w
+ * @param {number} h
+ */
+function pictureOf(y, w, h) {
+  const [oh, ow] = y.dims.slice(2);
+  const data = /** @type {Float32Array} */ (y.data); // the networks answer in float32
+  const rgba = new Uint8ClampedArray(w * h * 4);
+  for (let yy = 0; yy < h; yy++) {
+    for (let xx = 0; xx < w; xx++) {
+      const q = yy * ow + xx, p = (yy * w + xx) * 4;
+      for (let c = 0; c < 3; c++) {
+        const v = Math.min(1, Math.max(-1, data[c * oh * ow + q]));
+        rgba[p + c] = Math.round((v + 1) * 127.5);
+      }
+      rgba[p + 3] = 255;
+    }
+  }
+  return rgba;
+}
+
+// One frame of a live stream: its pixels are already at the size to paint (camera.js chose it, a multiple of the
+// network's, so nothing is padded in the usual case), so no decode, no resize, no PNG: RGBA in, RGBA out.
+/**
+ * @param {FrameRequest} request
+ * @param {Hear} progress
+ * @returns {Promise<FrameAnswer>}
+ */
+async function paintFrame({ model, frame, ep }, progress) {
+  const { session: s, ep: used } = await session(model, ep, progress);
+  const { data, width: w, height: h } = frame;
+  const { rgb } = split(data);
+  const ew = Math.max(w, model.min_side), eh = Math.max(h, model.min_side);
+  const W = target(ew, model.multiple, model.min_cells), H = target(eh, model.multiple, model.min_cells);
+  const reflect = ew === w && eh === h && W - w < w && H - h < h;
+  const input = new ort.Tensor("float32", tensor(rgb, w, h, W, H, reflect), [1, 3, H, W]);
+  const t0 = performance.now();
+  const outputs = await oneAtATime(`${model.sha256}|${used}`, () => s.run({ [s.inputNames[0]]: input }));
+  const runMs = performance.now() - t0;
+  const y = outputs[s.outputNames[0]];
+  const pixels = pictureOf(y, w, h);
+  input.dispose?.();
+  y.dispose?.();
+  return { pixels, width: w, height: h, ep: used, runMs };
+}
+
 /**
  * @param {PaintRequest} request
  * @param {Hear} progress
@@ -289,20 +339,8 @@ async function paint({ model, image, maxSide, strength, ep }, progress) {
   const input = new ort.Tensor("float32", tensor(rgb, w, h, W, H, reflect), [1, 3, H, W]);
   const outputs = await oneAtATime(`${model.sha256}|${used}`, () => s.run({ [s.inputNames[0]]: input }));
   const y = outputs[s.outputNames[0]];
-  const [oh, ow] = y.dims.slice(2);
-  const data = /** @type {Float32Array} */ (y.data); // the networks answer in float32
   progress({ stage: "encode", progress: 0.9 });
-  const rgba = new Uint8ClampedArray(w * h * 4);
-  for (let yy = 0; yy < h; yy++) {
-    for (let xx = 0; xx < w; xx++) {
-      const q = yy * ow + xx, p = (yy * w + xx) * 4;
-      for (let c = 0; c < 3; c++) {
-        const v = Math.min(1, Math.max(-1, data[c * oh * ow + q]));
-        rgba[p + c] = Math.round((v + 1) * 127.5);
-      }
-      rgba[p + 3] = 255;
-    }
-  }
+  const rgba = pictureOf(y, w, h);
   if (strength < 1) {
     const photo = new Uint8ClampedArray(w * h * 4);
     for (let p = 0; p < w * h; p++) { photo.set(rgb.subarray(3 * p, 3 * p + 3), 4 * p); photo[4 * p + 3] = 255; }
@@ -318,11 +356,16 @@ async function paint({ model, image, maxSide, strength, ep }, progress) {
 
 /** @param {MessageEvent} event */
 scope.onmessage = async (event) => {
-  const request = /** @type {{id: number} & (PaintRequest | WarmRequest)} */ (event.data);
+  const request = /** @type {{id: number} & (PaintRequest | WarmRequest | FrameRequest)} */ (event.data);
   const { id } = request;
   /** @type {Hear} */
   const progress = (p) => scope.postMessage({ id, progress: p });
   try {
+    if (request.frame) {
+      const done = await paintFrame(request, progress);
+      scope.postMessage({ id, ...done }, [done.pixels.buffer]); // handed over, not copied
+      return;
+    }
     const done = await (request.warm ? warm(request, progress) : paint(request, progress));
     scope.postMessage({ id, ...done, loaded: performance.getEntriesByType("resource").map((entry) => entry.name) });
   } catch (error) {

@@ -12,7 +12,8 @@
 // with the server's preprocessing and strength blend. onProgress gets {stage: "download", loaded, total} (bytes),
 // then {stage: "starting" | "decode" | "paint" | "encode", progress} and finally {stage: "done", progress: 1}.
 // Errors are DeviceError, with a `reason`: style, tooBig, checksum, network, notImage, unsupported, cancelled,
-// failed. deviceFiles() lists the URLs painting here has loaded, for a page's service worker to keep.
+// failed (and for the live camera, camera.js: noCamera, refused, inUse). paintFrame() paints one frame of a live
+// stream (camera.js), as pixels in and pixels out, in the same worker and session. deviceFiles() lists the URLs painting here has loaded, for a page's service worker to keep.
 
 /**
  * A row of /api/device/styles (anipaint/service/routes/device.py DeviceStyleOut).
@@ -46,21 +47,26 @@
  */
 
 /**
- * @typedef {"style" | "tooBig" | "checksum" | "network" | "notImage" | "unsupported" | "cancelled" | "failed"}
- *   DeviceReason
+ * @typedef {"style" | "tooBig" | "checksum" | "network" | "notImage" | "unsupported" | "cancelled" | "failed"
+ *   | "noCamera" | "refused" | "inUse"} DeviceReason
  */
 
 /**
- * The messages device-worker.js takes: a paint, or getting a style ready (`warm`) before there is a photo.
+ * The messages device-worker.js takes: a paint, getting a style ready (`warm`) before there is a photo, or one
+ * frame of a live stream (`frame`: RGBA pixels at the size to paint, no resizing, no PNG).
  * @typedef {{model: DeviceModel, image: Blob | ImageBitmap, maxSide: number, strength: number, ep?: Ep,
- *   warm?: false}} PaintRequest
- * @typedef {{model: DeviceModel, ep?: Ep, warm: true}} WarmRequest
+ *   warm?: false, frame?: undefined}} PaintRequest
+ * @typedef {{model: DeviceModel, ep?: Ep, warm: true, frame?: undefined}} WarmRequest
+ * @typedef {{model: DeviceModel, ep?: Ep, warm?: false, frame: {data: Uint8ClampedArray<ArrayBuffer>, width: number,
+ *   height: number}}} FrameRequest
  */
 
 /**
  * What it answers, with the message's id: {progress} while it works, then what it made or {error}.
  * @typedef {{ep: Ep, loaded?: string[]}} WarmAnswer  `loaded`: every URL the worker has fetched
  * @typedef {WarmAnswer & {png: Blob, width: number, height: number}} PaintAnswer
+ * @typedef {WarmAnswer & {pixels: Uint8ClampedArray<ArrayBuffer>, width: number, height: number, runMs: number}} FrameAnswer
+ *   runMs: the network's run alone
  * @typedef {{id: number, progress?: DeviceProgress, error?: {reason: DeviceReason, message: string}}
  *   & Partial<PaintAnswer>} WorkerReply
  */
@@ -161,12 +167,12 @@ function ensureWorker() {
   return worker;
 }
 
-// The style's row of the manifest, or a DeviceError saying why this browser cannot paint it.
+// The style's row of the manifest (its size multiple and minimum, for a live view's working size), or a DeviceError saying why this browser cannot paint it.
 /**
  * @param {string | undefined} style
  * @returns {Promise<DeviceModel>}
  */
-async function deviceModel(style) {
+export async function deviceModel(style) {
   const unsupported = deviceSupport();
   if (unsupported) throw new DeviceError("unsupported", `cannot paint on this device: ${unsupported}`);
   const rows = await deviceManifest();
@@ -180,7 +186,7 @@ async function deviceModel(style) {
 // A run in WebAssembly cannot be stopped halfway, so the worker goes (a new one starts next time), unless other
 // calls are waiting on it: then it finishes and the cancelled call's answer is dropped.
 /**
- * @param {PaintRequest | WarmRequest} message
+ * @param {PaintRequest | WarmRequest | FrameRequest} message
  * @param {((p: DeviceProgress) => void) | undefined} onProgress
  * @param {AbortSignal | undefined} signal
  * @returns {Promise<WarmAnswer>}
@@ -198,7 +204,8 @@ function ask(message, onProgress, signal) {
       w.terminate();
       if (worker === w) { worker = null; ready.clear(); }
     }, { once: true });
-    w.postMessage({ id, ...message });
+    // A frame's pixels are handed over, not copied: the caller made them for this call.
+    w.postMessage({ id, ...message }, message.frame ? [message.frame.data.buffer] : []);
   })).then((result) => {
     for (const url of result.loaded || []) files.add(url);
     return result;
@@ -261,4 +268,19 @@ export async function paintOnDevice(image, {
   onProgress?.({ stage: "done", progress: 1 });
   details?.({ width: result.width, height: result.height, ep: result.ep });
   return result.png;
+}
+
+// Paint one frame of a live stream: `frame`'s pixels at the size to paint (camera.js makes them, at a multiple of
+// the style's size), handed to the worker (the ImageData's buffer is transferred: it is unusable here after). Resolves
+// with the painted ImageData of the same size, the execution provider and the network's run time alone.
+/**
+ * @param {ImageData} frame
+ * @param {{style: string, ep?: Ep, signal?: AbortSignal}} options
+ * @returns {Promise<{painted: ImageData, ep: Ep, runMs: number}>}
+ */
+export async function paintFrame(frame, { style, ep, signal }) {
+  const model = await deviceModel(style);
+  const { data, width, height } = frame;
+  const answer = /** @type {FrameAnswer} */ (await ask({ model, ep, frame: { data, width, height } }, undefined, signal));
+  return { painted: new ImageData(answer.pixels, answer.width, answer.height), ep: answer.ep, runMs: answer.runMs };
 }

@@ -5,6 +5,7 @@
 // arrays are replaced, never changed in place), so a view can tell what changed by identity alone.
 
 /** @import { Config, Painter, Progress, StyleInfo } from "./api.js" */
+/** @import { CameraStats } from "./camera.js" */
 /** @import { ClipKind } from "./clip.js" */
 /** @import { DeviceRow } from "./device.js" */
 /** @import { Lang } from "./i18n.js" */
@@ -87,6 +88,17 @@ export function createStore(initial) {
  */
 
 /**
+ * Camera mode (camera-mode.js).
+ * @typedef {object} CameraState
+ * @property {"off" | "starting" | "live" | "paused"} phase  body[data-camera]
+ * @property {string | null} error  a DeviceError's reason (device.js) from starting or painting, said in one line
+ * @property {CameraStats | null} stats  the live view's, redrawn twice a second
+ * @property {"smoother" | "sharper"} quality
+ * @property {boolean} recording
+ * @property {{href: string, name: string} | null} clip  the last recording, to download
+ */
+
+/**
  * The paint in progress.
  * @typedef {object} Job
  * @property {File} file  what is uploaded (or handed to the device painter)
@@ -144,6 +156,7 @@ export function createStore(initial) {
  * @property {boolean} dragging
  * @property {Options} options  temporal: "Steady video"
  * @property {DeviceState} device
+ * @property {CameraState} camera
  * @property {Job | null} job
  * @property {Progress | null} progress  while a job runs
  * @property {Result | null} result  a painted clip has `clip` (and no `blend`)
@@ -182,6 +195,7 @@ export function initialState(lang, device) {
     dragging: false,
     options: { faces: true, size: "512", portrait: false, background: "", temporal: true },
     device,
+    camera: { phase: "off", error: null, stats: null, quality: "smoother", recording: false, clip: null },
     job: null,
     progress: null,
     result: null,
