@@ -34,36 +34,36 @@ FLOW_SIDE = 512
 # resampling mix below: with a boolean check and bicubic alone it was 4-8 % worse than 0.9 (the carried picture
 # drifted sharper and more of it survived); with them, 3-5 % better on hand-held footage.
 ALPHA = 0.95
-# Input mismatch (0–255, after a light blur) at which trust falls to 1/e. 80: real phone footage's motion blur and
-# grain made 40 paint moving hands and faces fresh that the carried picture follows well (6-8 % less warping error).
-PHOTO_SIGMA = 80.0
+# Input mismatch (0–255, after a light blur) at which trust falls to 1/e. 80 was 4-20 % steadier on real phone
+# footage but let a moving object's trail show where it had just been (25 dB against 30 at 40).
+PHOTO_SIGMA = 40.0
 # The forward-backward check as a soft weight: the loop's error, in multiples of the boolean check's slack, at which
 # agreement falls to 1/e (0: the boolean check). A hard cut paints every pixel just over the slack fresh, and on
 # hand-held footage those pixels sit in fine texture (foam, hair, leaves) where the flows disagree by a fraction of
 # a pixel: fresh paint there flickers more than the slightly misplaced carried picture. Occlusions and wrong flow
 # leave loop errors far above the slack, so they still get no weight; the photometric check stays as it was.
-# 5: 5-10 % less warping error on synthetic hand-held clips than the boolean check (10 gains no more, 1 half as
-# much); 20 with PHOTO_SIGMA 80: 2 % more on grainy real phone footage.
-CONSISTENCY_SOFTNESS = 20.0
+# 5: 5-10 % less warping error on hand-held footage than the boolean check (10 gains no more, 1 half as much).
+CONSISTENCY_SOFTNESS = 5.0
 # Sigma (px) of a blur of the trust map (0: none), so the edges between carried and fresh pixels do not show.
 TRUST_FEATHER = 0.0
 # Sigma of the blur before the photometric mismatch (it is _PREBLUR, the flow's, unless set): a stronger blur
 # keeps noise and compression in fine texture from counting as a mismatch.
 MISMATCH_BLUR = 0.0
-# Share of the carried picture resampled bicubic, the rest bilinear, at the start of a clip. OpenCV's bicubic
+# Share of the carried picture resampled bicubic, the rest bilinear, for a clip's second frame. OpenCV's bicubic
 # (a = −0.75) lifts middle frequencies by up to 2 % per resample and bilinear damps them; the recursion compounds
 # either, so a still region carried for many frames drifts sharper (1.0) or softer (0.0). Which share holds a clip
 # as sharp as wanted depends on the clip and the style (on real footage the blend of slightly misplaced texture
-# softens it too), so the share is then steered from the clip itself, see SHARPNESS_TARGET.
+# softens it too), so from then on the share is steered from the clip itself, see SHARPNESS_TARGET.
 CUBIC_SHARE = 0.87
-# The steady frame's mean gradient, as a share of the fresh painting's, that the resampling is steered to hold: after
-# each frame the share above moves by SHARE_STEP × the shortfall (above 1 the resampling sharpens past bicubic:
-# bicubic + (share − 1) × (bicubic − bilinear)), within SHARE_RANGE. On real phone footage a fixed 0.87 left clips
-# 0.87-0.88× as sharp as frame by frame; steered to 0.95 they stay 0.93-0.96× as sharp and still no less steady than
-# their input in every style but one (docs/benchmarks.md). Softer than the painting is steadier, so the target is
-# below 1; 0 turns the steering off.
+# The steady frame's mean gradient, as a share of its fresh painting's, that the resampling is steered towards: the
+# next frame's share is 1 + SHARE_GAIN × (target − this frame's ratio), within SHARE_RANGE (above 1 the resampling
+# sharpens past bicubic: bicubic + (share − 1) × (bicubic − bilinear)). On real phone footage a fixed 0.87 left
+# clips 0.87-0.88× as sharp as frame by frame; steered, they stay at least 0.92× as sharp (docs/benchmarks.md).
+# Softer than the painting is steadier, so the target is below 1; 0 keeps the share fixed. Proportional, not
+# integrating: the recursive blend integrates already, and an integrating step swung the share between 0.5 and 1.4
+# over a second of footage.
 SHARPNESS_TARGET = 0.95
-SHARE_STEP = 1.0
+SHARE_GAIN = 3.0
 SHARE_RANGE = (0.5, 1.5)
 CUT_SHARE = 0.3  # a frame with less than this share of trusted pixels starts a new scene
 # How much of the previous *input*, moved along the flow, each input frame keeps before it is painted (0: none).
@@ -201,7 +201,7 @@ class Steadier:
             if self.sharpness_target > 0:
                 shortfall = self.sharpness_target - _mean_gradient(out) / max(_mean_gradient(current), 1e-3)
                 low, high = SHARE_RANGE
-                self.cubic_share = min(high, max(low, share + SHARE_STEP * shortfall))
+                self.cubic_share = min(high, max(low, 1.0 + SHARE_GAIN * shortfall))
         self._previous = out
         return cv2.convertScaleAbs(out)  # rounds and saturates to uint8 (out is never negative)
 
