@@ -58,7 +58,7 @@ CUBIC_SHARE = 0.87
 # The steady frame's mean gradient, as a share of its fresh painting's, that the resampling is steered towards: the
 # next frame's share is 1 + SHARE_GAIN × (target − this frame's ratio), within SHARE_RANGE (above 1 the resampling
 # sharpens past bicubic: bicubic + (share − 1) × (bicubic − bilinear)). On real phone footage a fixed 0.87 left
-# clips 0.87-0.88× as sharp as frame by frame; steered, they stay at least 0.92× as sharp (docs/benchmarks.md).
+# clips 0.87-0.88× as sharp as frame by frame; steered, 0.94-0.99× in four styles (docs/benchmarks.md).
 # Softer than the painting is steadier, so the target is below 1; 0 keeps the share fixed. Proportional, not
 # integrating: the recursive blend integrates already, and an integrating step swung the share between 0.5 and 1.4
 # over a second of footage.
