@@ -14,7 +14,9 @@ real pipeline (``paint_video``) frame by frame and steady, and steady with each 
   ``temporal.CONSISTENCY_SOFTNESS``), ``feather 2`` (the trust map blurred, ``temporal.TRUST_FEATHER``);
 * ``tune animation``, ``x264 psy=0``, ``crf 16``: libx264's options for the painted clip
   (``video.ENCODER_OPTIONS``);
-* ``cubic 0.8``: the share of the carried picture resampled bicubic, the rest bilinear (``temporal.CUBIC_SHARE``);
+* ``cubic 0.8``: the share of the carried picture resampled bicubic, the rest bilinear, at a clip's start
+  (``temporal.CUBIC_SHARE``); ``target 0.95``: the sharpness the share is then steered to
+  (``temporal.SHARPNESS_TARGET``, 0: a fixed share);
   variants combine, e.g. ``flow 512 alpha 0.95`` or ``soft 5 cubic 0.9``;
 
 and reports Lai et al.'s warping error beside the input's own (the goal: the painting no less steady than its
@@ -82,7 +84,8 @@ def frames_of(path: Path) -> list[np.ndarray]:
 
 # A variant's word → the module constant it sets (flow and alpha are the classes' defaults, see paint()).
 CONSTANTS = {"input": "INPUT_ALPHA", "sigma": "PHOTO_SIGMA", "mblur": "MISMATCH_BLUR",
-             "soft": "CONSISTENCY_SOFTNESS", "feather": "TRUST_FEATHER", "cubic": "CUBIC_SHARE"}
+             "soft": "CONSISTENCY_SOFTNESS", "feather": "TRUST_FEATHER", "cubic": "CUBIC_SHARE",
+             "target": "SHARPNESS_TARGET"}
 
 
 # A variant's word → the libx264 option it sets on the painted clip (video.ENCODER_OPTIONS).
@@ -102,7 +105,7 @@ def paint(painter, clip: Path, dst: Path, steady: bool, flow_side: int | None = 
     if flow_side is not None:
         temporal.MotionEstimator.__init__.__defaults__ = (flow_side,)
     if alpha is not None:
-        temporal.Steadier.__init__.__defaults__ = (alpha,)
+        temporal.Steadier.__init__.__defaults__ = (alpha, None)
     for word, value in constants.items():
         setattr(temporal, CONSTANTS[word], value)
     try:

@@ -12,7 +12,10 @@ previous *output* onto the current frame, and the two are mixed where that flow 
 - at a scene cut (little of the frame is explained by the previous one) nothing is blended.
 
 The blend is recursive, so a still region settles on a steady picture over a few frames while every frame still
-follows its own painting by ``1 - ALPHA``. The flow is computed from the inputs only, so it can run ahead of the
+follows its own painting by ``1 - ALPHA``. Carrying a picture along the flow resamples it every frame, and blending
+slightly misplaced texture softens it; how much depends on the clip and the style, so the resampling's sharpness
+is steered from the clip itself: after each frame, towards a steady frame :data:`SHARPNESS_TARGET` times as sharp
+(mean gradient) as its fresh painting. The flow is computed from the inputs only, so it can run ahead of the
 painting (see :mod:`anipaint.media.frames`).
 """
 
@@ -31,7 +34,9 @@ FLOW_SIDE = 512
 # resampling mix below: with a boolean check and bicubic alone it was 4-8 % worse than 0.9 (the carried picture
 # drifted sharper and more of it survived); with them, 3-5 % better on hand-held footage.
 ALPHA = 0.95
-PHOTO_SIGMA = 40.0  # input mismatch (0–255, after a light blur) at which trust falls to 1/e
+# Input mismatch (0–255, after a light blur) at which trust falls to 1/e. 80 was 4-20 % steadier on real phone
+# footage but let a moving object's trail show where it had just been (25 dB against 30 at 40).
+PHOTO_SIGMA = 40.0
 # The forward-backward check as a soft weight: the loop's error, in multiples of the boolean check's slack, at which
 # agreement falls to 1/e (0: the boolean check). A hard cut paints every pixel just over the slack fresh, and on
 # hand-held footage those pixels sit in fine texture (foam, hair, leaves) where the flows disagree by a fraction of
@@ -44,13 +49,22 @@ TRUST_FEATHER = 0.0
 # Sigma of the blur before the photometric mismatch (it is _PREBLUR, the flow's, unless set): a stronger blur
 # keeps noise and compression in fine texture from counting as a mismatch.
 MISMATCH_BLUR = 0.0
-# Share of the carried picture resampled bicubic, the rest bilinear. OpenCV's bicubic (a = −0.75) lifts middle
-# frequencies by up to 2 % per resample and bilinear damps them; the recursion compounds either, so a still region
-# carried for many frames drifts sharper (1.0) or softer (0.0). Bicubic alone made steady hand-held clips up to 6 %
-# sharper than their frame-by-frame painting (27-31 % with nothing fresh), and that added detail is not where the
-# next frame's is. 0.87 keeps them 0.92-1.00× as sharp as frame by frame with 15-25 % less warping error; 0.8 is
-# steadier still but leaves fine lines 0.87× as sharp.
+# Share of the carried picture resampled bicubic, the rest bilinear, for a clip's second frame. OpenCV's bicubic
+# (a = −0.75) lifts middle frequencies by up to 2 % per resample and bilinear damps them; the recursion compounds
+# either, so a still region carried for many frames drifts sharper (1.0) or softer (0.0). Which share holds a clip
+# as sharp as wanted depends on the clip and the style (on real footage the blend of slightly misplaced texture
+# softens it too), so from then on the share is steered from the clip itself, see SHARPNESS_TARGET.
 CUBIC_SHARE = 0.87
+# The steady frame's mean gradient, as a share of its fresh painting's, that the resampling is steered towards: the
+# next frame's share is 1 + SHARE_GAIN × (target − this frame's ratio), within SHARE_RANGE (above 1 the resampling
+# sharpens past bicubic: bicubic + (share − 1) × (bicubic − bilinear)). On real phone footage a fixed 0.87 left
+# clips 0.87-0.88× as sharp as frame by frame; steered, 0.94-0.99× in four styles (docs/benchmarks.md).
+# Softer than the painting is steadier, so the target is below 1; 0 keeps the share fixed. Proportional, not
+# integrating: the recursive blend integrates already, and an integrating step swung the share between 0.5 and 1.4
+# over a second of footage.
+SHARPNESS_TARGET = 0.95
+SHARE_GAIN = 3.0
+SHARE_RANGE = (0.5, 1.5)
 CUT_SHARE = 0.3  # a frame with less than this share of trusted pixels starts a new scene
 # How much of the previous *input*, moved along the flow, each input frame keeps before it is painted (0: none).
 # The network answers the input's noise and compression changes with bigger changes in the picture; steadying
@@ -159,8 +173,10 @@ class MotionEstimator:
 class Steadier:
     """The recursive blend of painted frames along the input's motion. Feed frames in order."""
 
-    def __init__(self, alpha: float = ALPHA) -> None:
+    def __init__(self, alpha: float = ALPHA, sharpness_target: float | None = None) -> None:
         self.alpha = alpha
+        self.sharpness_target = SHARPNESS_TARGET if sharpness_target is None else sharpness_target
+        self.cubic_share = CUBIC_SHARE  # steered per clip, see SHARPNESS_TARGET
         self._previous: np.ndarray | None = None  # the last output, float32
 
     def next(self, painted: np.ndarray, motion: Motion | None) -> np.ndarray:
@@ -171,18 +187,28 @@ class Steadier:
             out = current
         else:
             # Resampled every frame: bicubic alone sharpens the carried picture a little each time and bilinear
-            # softens it, so the two are mixed (CUBIC_SHARE) to hold it as sharp as a fresh paint.
+            # softens it, so the two are mixed (the share) to hold it as sharp as wanted.
+            share = self.cubic_share
             carried = warp(previous, motion.back_map, cv2.INTER_CUBIC)
-            if CUBIC_SHARE < 1.0:
-                carried *= CUBIC_SHARE
-                carried += (1.0 - CUBIC_SHARE) * warp(previous, motion.back_map, cv2.INTER_LINEAR)
+            if share != 1.0:
+                carried *= share
+                carried += (1.0 - share) * warp(previous, motion.back_map, cv2.INTER_LINEAR)
             np.clip(carried, 0, 255, out=carried)
             weight = (self.alpha * motion.trust)[..., None]
             out = carried - current
             out *= weight
             out += current
+            if self.sharpness_target > 0:
+                shortfall = self.sharpness_target - _mean_gradient(out) / max(_mean_gradient(current), 1e-3)
+                low, high = SHARE_RANGE
+                self.cubic_share = min(high, max(low, 1.0 + SHARE_GAIN * shortfall))
         self._previous = out
         return cv2.convertScaleAbs(out)  # rounds and saturates to uint8 (out is never negative)
+
+
+def _mean_gradient(image: np.ndarray) -> float:
+    grey = cv2.cvtColor(image[..., :3].astype(np.float32, copy=False), cv2.COLOR_RGB2GRAY)
+    return float(cv2.magnitude(cv2.Sobel(grey, cv2.CV_32F, 1, 0), cv2.Sobel(grey, cv2.CV_32F, 0, 1)).mean())
 
 
 # ---- how steady a clip is ---------------------------------------------------------------------------------
@@ -220,9 +246,4 @@ def warping_errors(inputs: list[np.ndarray], paintings: list[list[np.ndarray]]) 
 
 def sharpness(frames: list[np.ndarray]) -> float:
     """Mean gradient magnitude (Sobel, grey, 0–255) over the frames: a blend that blurs shows here."""
-    values = []
-    for frame in frames:
-        grey = cv2.cvtColor(frame[..., :3], cv2.COLOR_RGB2GRAY).astype(np.float32)
-        gx, gy = cv2.Sobel(grey, cv2.CV_32F, 1, 0), cv2.Sobel(grey, cv2.CV_32F, 0, 1)
-        values.append(float(np.sqrt(gx * gx + gy * gy).mean()))
-    return float(np.mean(values))
+    return float(np.mean([_mean_gradient(frame) for frame in frames]))
