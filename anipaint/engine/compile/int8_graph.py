@@ -3,8 +3,9 @@
 PyTorch 2 export quantisation (PT2E) with torchao's ``X86InductorQuantizer``, lowered by AOTInductor to oneDNN's
 quantised convolutions (``qconv_pointwise``, VNNI or AMX kernels):
 
-* only the dense 3×3 convolutions are quantised (about 80 % of v3's multiply-adds); the 7×7 first and last layers,
-  the 1×1 convolutions, the attention, the norms and the upsamplings stay as the ``compiled`` form has them;
+* only dense 3×3 convolutions are quantised (10 of v3's 12, about 57 % of its multiply-adds: see
+  :data:`KEEP_BEFORE_LAST`); the 7×7 first and last layers, the 1×1 convolutions, the attention, the norms and the
+  upsamplings stay as the ``compiled`` form has them;
 * weights symmetric int8 per output channel, activations uint8 per tensor with ranges from torchao's histogram
   observer (a search for the range of least squared error) over real photos: min/max ranges cost 2-3 dB here,
   and percentile clipping is reported to darken image-to-image networks;
@@ -41,13 +42,23 @@ def has_int8_dot() -> bool:
     return bool(INT8_DOT_FLAGS & set(cpu_flags()))
 
 
+# The dense 3×3 convolutions just before the last one stay in bf16. A one-layer-at-a-time sweep on v3-hayao
+# (docs/benchmarks.md) found every other layer's int8 error washed out by the norms after it, but these two, at
+# 256² and 512² in the decoder, left a few pixels of a small picture more than 32 levels off; in bf16 none are.
+KEEP_BEFORE_LAST = 2
+
+
 def int8_convs(network) -> list[str]:
-    """The graph's dense 3×3 convolutions (node names) with constant weights: what this backend quantises."""
+    """The graph's dense 3×3 convolutions (node names) with constant weights, but the :data:`KEEP_BEFORE_LAST`
+    before the last one: what this backend quantises."""
     graph = network.graph
     consts = graph.consts
-    return [node.name for node in graph.nodes
-            if node.op == "Conv2D" and node.inputs[1] in consts
-            and np.shape(consts[node.inputs[1]])[:2] == (3, 3) and np.shape(consts[node.inputs[1]])[2] > 1]
+    dense = [node.name for node in graph.nodes
+             if node.op == "Conv2D" and node.inputs[1] in consts
+             and np.shape(consts[node.inputs[1]])[:2] == (3, 3) and np.shape(consts[node.inputs[1]])[2] > 1]
+    if len(dense) <= KEEP_BEFORE_LAST + 1:
+        return dense
+    return dense[:-KEEP_BEFORE_LAST - 1] + dense[-1:]
 
 
 def _quantizer(weight_keys: set[str]):
