@@ -14,7 +14,6 @@ import torch
 from PIL import Image
 
 from anipaint.engine import backends, load_network
-from anipaint.engine.compile.int8_graph import has_int8_dot
 from anipaint.engine.tensors import batch_from_tensor
 from anipaint.faces import get_face_detector
 from anipaint.faces.align import align_face
@@ -98,7 +97,6 @@ def test_other_sizes_run_on_the_eager_network(face_model, crops) -> None:
 def test_auto_measures_the_face_model_at_its_crop_size_and_picks_a_good_one(face_model) -> None:
     record = face_model[3]
     results = record["results"]
-    assert set(results) == {"torch", *FAST, "int8"}, record
-    built = [n for n in results if n != "int8" or has_int8_dot()]  # int8 is not built without int8 dot products
-    assert all("error" not in results[n] for n in built), record
+    assert set(results) == {"torch", *FAST}, record  # no int8: it is not faithful on aligned faces
+    assert all("error" not in r for r in results.values()), record
     assert results[record["choice"]]["faithful"] and record["choice"] in record["why"], record
