@@ -61,19 +61,26 @@ def int8_convs(network) -> list[str]:
     return dense[:-KEEP_BEFORE_LAST - 1] + dense[-1:]
 
 
-def _quantizer(weight_keys: set[str]):
-    # Importing the module registers torchao's Inductor fusions (see the module's docstring). Its package warns
-    # about its CUDA kernels on a CPU-only torch: nothing this backend uses.
-    torchao_log = logging.getLogger("torchao")
-    level = torchao_log.level
-    torchao_log.setLevel(logging.ERROR)
+def _torchao():
+    """torchao's x86 quantizer module and its prepare / convert steps. Importing the quantizer module registers
+    its Inductor fusions (see the module's docstring). The package warns about its CUDA kernels on a CPU-only
+    torch, and torch about an enum it registers, nothing this backend uses: held back."""
+    loggers = [logging.getLogger(name) for name in ("torchao", "torch.utils._pytree")]
+    levels = [log.level for log in loggers]
+    for log in loggers:
+        log.setLevel(logging.ERROR)
     try:
         import torchao.quantization.pt2e.quantizer.x86_inductor_quantizer as xiq
+        from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
     except ImportError as exc:
         raise RuntimeError("the int8 backend needs torchao (pip install torchao)") from exc
     finally:
-        torchao_log.setLevel(level)
+        for log, level in zip(loggers, levels, strict=True):
+            log.setLevel(level)
+    return xiq, prepare_pt2e, convert_pt2e
 
+
+def _quantizer(xiq, weight_keys: set[str]):
     class ChosenConvs(xiq.X86InductorQuantizer):
         """The default x86 recipe, for the convolutions whose weight buffer is in ``weight_keys`` only (the
         quantizer's own filters go by module, and an exported graph's convolutions are functional calls)."""
@@ -136,15 +143,14 @@ def quantised_program(network, pictures: list[Tensor], fast: torch.dtype
                       ) -> tuple[torch.export.ExportedProgram, tuple[int, int] | None]:
     """The exported program with :func:`int8_convs` quantised (calibrated on ``pictures``, NCHW in [-1, 1]) and
     every other convolution in ``fast``; and the one size it runs at (None: every multiple)."""
-    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
-
     if not pictures:
         raise ValueError("int8 calibration needs at least one photo")
     chosen = int8_convs(network)
     if not chosen:
         raise RuntimeError("no dense 3x3 convolutions to quantise")
+    xiq, prepare_pt2e, convert_pt2e = _torchao()
     module = graph_program.ExportableGraph(network, fast, graph_program.REWRITES, float_convs=chosen).eval()
-    quantizer = _quantizer(module.weight_keys(chosen))
+    quantizer = _quantizer(xiq, module.weight_keys(chosen))
     program, fixed = graph_program.export(module, module.size_multiple)
     gm = program.module()
     _name_convs(gm)
