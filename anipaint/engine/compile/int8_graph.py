@@ -7,15 +7,15 @@ quantised convolutions (``qconv_pointwise``, VNNI or AMX kernels):
   :data:`KEEP_BEFORE_LAST`); the 7×7 first and last layers, the 1×1 convolutions, the attention, the norms and the
   upsamplings stay as the ``compiled`` form has them;
 * weights symmetric int8 per output channel, activations uint8 per tensor with ranges from torchao's histogram
-  observer (a search for the range of least squared error) over real photos: min/max ranges cost 2-3 dB here,
+  observer (a search for the range of least squared error) over real photos: min/max ranges cost 2-4 dB here,
   and percentile clipping is reported to darken image-to-image networks;
 * int8-mixed-bf16 where the CPU multiplies bf16 natively: each quantised convolution gives a bf16 output, so the
   activations between layers stay 2 bytes; the quantise step fuses into the pad / LeakyReLU loop before it.
 
 The fusions are Inductor patterns that torchao registers when its quantizer module is imported; without that
 import the quantised ops compile to plain float convolutions and gain nothing (:func:`quantised_in` counts the
-oneDNN int8 calls in a package to check). Whether the result is faithful is :mod:`..select`'s call, per style,
-like every backend's.
+oneDNN int8 calls in a package to check). Whether the result is faithful is :mod:`anipaint.engine.select`'s
+call, per style, like every backend's.
 """
 
 from __future__ import annotations
