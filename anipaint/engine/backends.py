@@ -14,8 +14,10 @@ Every backend is a callable ``NCHW float32 in [-1, 1] → same shape`` (:mod:`.r
                bfloat16 where the CPU has native bf16 (AVX512_BF16 / AMX) and float32 elsewhere. A graph
                that computes a size in floating point (the JP face model) is exported at 512 x 512, the size
                its crops are painted at, and runs any other size on its eager network
-``int8``       ``compiled`` with the five heavy convolutions in static int8 (oneDNN VNNI kernels); needs photos
-               to calibrate (:func:`anipaint.engine.compile.int8.photos`)
+``int8``       ``compiled`` with its heavy convolutions in static int8 (oneDNN VNNI / AMX kernels): v2's five
+               heaviest (:mod:`anipaint.engine.compile.int8`); an imported graph's dense 3x3 ones, int8-mixed-bf16
+               through torchao's PT2E quantizer (:mod:`anipaint.engine.compile.int8_graph`). Needs photos to
+               calibrate (:func:`anipaint.engine.compile.int8.photos`)
 ``onnxruntime`` AnimeGANv2 exported to ONNX (float32) and run by ONNX Runtime with all graph optimisations;
                imported graphs exported through ``torch.export`` (symbolic H/W, as ``compiled``)
 ``strips``     AnimeGAN v1/v2 layer by layer in row strips, channels-last, bf16 convolutions where the CPU has
@@ -46,8 +48,8 @@ from anipaint.settings import Settings
 log = logging.getLogger("anipaint.engine")
 AUTO = "auto"
 # Bump when something changes how fast the backends run relative to each other without changing a build (the
-# process's allocator policy, say): auto measures again, the builds are kept.
-MEASURE_VERSION = 3
+# process's allocator policy, a backend added to an architecture, say): auto measures again, the builds are kept.
+MEASURE_VERSION = 4
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,9 @@ class BackendKind:
     from_weights: Callable[[Path, Path, Settings], None] | None = None  # (artefact, out, settings): v2's recipe
     from_network: Callable[[Any, Path, Settings], None] | None = None  # (network, out, settings): everyone else's
     needs: str = ""  # what it asks of the CPU
+    # Quantised: its error varies more from photo to photo than rounding's, so auto takes it only with no pixel far
+    # off on the check photos (v3-shinkai's int8: 0.008 % there, 0.016 % on a photo auto had not seen).
+    no_far_pixels: bool = False
 
     def recipe(self, style: Style, artefact: Path, settings: Settings, network: Any) -> Callable[[Path], None]:
         if _from_weights(style):
@@ -112,7 +117,8 @@ BACKENDS: dict[str, BackendKind] = {
                     needs="bf16 convolutions where the CPU has them natively (AVX512_BF16, AMX), float32 elsewhere"),
         BackendKind("int8", _open_compiled("int8"), ".pt2",
                     lambda artefact, out, s: builds.v2_package(artefact, out, s, int8=True),
-                    needs="int8 dot products (AVX512_VNNI, AVX-VNNI) to pay"),
+                    builds.network_int8_package, needs="int8 dot products (AVX512_VNNI, AVX-VNNI, AMX) to pay",
+                    no_far_pixels=True),
         BackendKind("onnxruntime", _open_onnx, ".onnx", lambda artefact, out, s: builds.v2_onnx(artefact, out),
                     lambda network, out, s: builds.network_onnx(network, out)),
         BackendKind("strips", lambda o: StripsBackend(o.network, o.style.architecture, o.settings.scratch_dir),
@@ -128,8 +134,11 @@ PORTABLE = OrtBackend.name
 
 
 def applicable(style: Style) -> tuple[str, ...]:
-    """Backends that can run this style here, plain first (its architecture's row)."""
-    return get_architecture(style.architecture).backends
+    """Backends that can run this style here, plain first (its architecture's row). A face model has no int8: on
+    aligned faces the JP face model's int8 build was 38.8-42.4 dB from its eager network with 0.08-0.18 % of the
+    pixels far off (eyes and lips), while auto's square check crops passed it (docs/benchmarks.md)."""
+    names = get_architecture(style.architecture).backends
+    return tuple(n for n in names if n != "int8") if style.paints_faces_only else names
 
 
 def wanted(settings: Settings, override: str | None = None) -> str:

@@ -138,6 +138,27 @@ def network_package(network, out: Path, settings: Settings) -> None:
     graph_program.build_package(network, out, dtype)
 
 
+# Calibration photos' long side: the norms keep activation ranges alike across sizes, and the histogram observers
+# cost time in proportion to the pixels.
+CALIBRATION_SIDE = 384
+
+
+@quiet()
+def network_int8_package(network, out: Path, settings: Settings) -> None:
+    """An imported graph's dense 3x3 convolutions in int8 (int8-mixed-bf16 where the CPU has native bf16),
+    calibrated on real photos (:mod:`anipaint.engine.compile.int8_graph`)."""
+    from anipaint.engine.compile import graph_program, int8_graph
+    from anipaint.engine.compile.int8 import packaged_photos, photos
+    from anipaint.engine.compile.precision import fast_conv_dtype
+
+    fast = fast_conv_dtype()
+    if graph_program.faithful_conv_dtype(network, photos(settings, "check", side=256) + packaged_photos(256),
+                                         fast) != fast:
+        raise RuntimeError(f"not faithful with {fast} convolutions, so not with int8 ones either")
+    pictures = photos(settings, "calibrate", side=CALIBRATION_SIDE) + packaged_photos(CALIBRATION_SIDE)
+    int8_graph.build_package(network, out, pictures, fast)
+
+
 @quiet()
 def network_onnx(network, out: Path) -> None:
     """An eager network exported to ONNX (float32) through torch.export."""

@@ -183,6 +183,9 @@ def measure_all(style: Style, artefact: Path, settings: Settings, network, key: 
     for name, backend in opened.items():
         try:
             results[name] = evaluate(backend, wanted, pictures, give_up=1.3 * best if best < float("inf") else None)
+            kind = backends.BACKENDS.get(name)
+            if kind is not None and kind.no_far_pixels and results[name].get("far_share"):
+                results[name].update(faithful=False, note="quantised: some pixels far off on the check photos")
             if results[name]["faithful"]:
                 best = min(best, results[name]["seconds"])
         except Exception as exc:  # noqa: BLE001 - a backend that fails on a real photo is not chosen

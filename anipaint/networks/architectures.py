@@ -91,7 +91,7 @@ ARCHITECTURES: dict[str, Architecture] = {
         ),
         Architecture("animeganv1", _v1, ("torch", "compiled", "strips"), has_strips=True,
                      description="AnimeGAN v1"),
-        Architecture("graph", _graph, ("torch", "compiled", "onnxruntime"), has_strips=True,
+        Architecture("graph", _graph, ("torch", "compiled", "int8", "onnxruntime"), has_strips=True,
                      description="an imported graph (graph IR)"),
     )
 }

@@ -26,7 +26,7 @@ from support.builds import seed_builds
 from support.service import running_server
 
 NOISE = re.compile(r"torchvision|Warning|\[torch\.onnx\]|^[IWEF]\d{4} \d\d:\d\d:\d\d", re.MULTILINE)
-ENGINE_LINE = re.compile(r"^  v3-cute +(torch|compiled|onnxruntime) \(built in \d+\.\d s, measured in \d+\.\d s, "
+ENGINE_LINE = re.compile(r"^  v3-cute +(torch|compiled|int8|onnxruntime) \(built in \d+\.\d s, measured in \d+\.\d s, "
                          r"(PSNR \d+(\.\d+)? dB|PSNR ∞ \(the reference's pictures\)|the reference itself)\)$",
                          re.MULTILINE)
 pytestmark = pytest.mark.timeout(600)

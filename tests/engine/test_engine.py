@@ -1,8 +1,8 @@
 """The engine: every backend against the reference fp32 network on real photos, thread policy, caching.
 
-Builds the compiled, int8 and ONNX Runtime backends of v2-hayao once (about a minute, less with a warm Inductor
-cache) through the same ``auto`` measurement a ``models prepare`` runs; the other tests reuse those builds.
-No timing assertions: speed is the benchmark's business (``anipaint bench``).
+Builds the compiled, int8 and ONNX Runtime backends of v2-hayao (and of the v3 styles checked) once (about a
+minute each, less with a warm Inductor cache) through the same ``auto`` measurement a ``models prepare`` runs;
+the other tests reuse those builds. No timing assertions: speed is the benchmark's business (``anipaint bench``).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from anipaint.engine import Engine, backends, builds, load_network, select
+from anipaint.engine.compile.int8_graph import has_int8_dot, int8_convs, quantised_in
 from anipaint.engine.runtime import threads
 from anipaint.engine.tensors import from_tensor, to_tensor
 from anipaint.models import store
@@ -180,11 +181,12 @@ def auto_of(engine_builds):
 
 @pytest.mark.parametrize("style_id", [*ORIGINALS, "v1-hayao"])
 def test_every_backend_of_a_style_matches_its_eager_network(style_id, settings, photos, auto_of):
-    auto_of(style_id)  # builds what the style's backends need
     style = get_style(style_id)
     artefact = store.artefact_path(style, settings)
     network = load_network(style, artefact)
-    names = backends.applicable(style)
+    record = auto_of(style_id)  # builds what the style's backends need
+    # int8 is used only where auto found it faithful (and built only with int8 dot products): checked there
+    names = [n for n in backends.applicable(style) if n != "int8" or record["results"]["int8"].get("faithful")]
     assert "compiled" in names
     odd = photos["astronaut"][:203, :151]  # not a multiple of the graph's stride: padded and cropped back
     pictures = {**photos, "odd": odd}
@@ -225,12 +227,26 @@ def test_compiled_graph_matches_the_original_file_in_its_own_runtime(style_id, s
 @pytest.mark.parametrize("style_id", list(ORIGINALS))
 def test_graph_styles_auto_measures_every_backend_and_chooses_a_faithful_one(style_id, settings, auto_of):
     record = auto_of(style_id)
-    assert set(record["results"]) == {"torch", "compiled", "onnxruntime"}, record
-    assert all("error" not in r for r in record["results"].values()), record
+    assert set(record["results"]) == {"torch", "compiled", "int8", "onnxruntime"}, record
+    # int8 is not built where the CPU has no int8 dot products (it would be slower than bf16, not faster)
+    built = [n for n in record["results"] if n != "int8" or has_int8_dot()]
+    assert all("error" not in record["results"][n] for n in built), record
     choice = record["choice"]
     assert record["results"][choice]["faithful"] and choice in record["why"], record
     style = get_style(style_id)
     assert Engine(style, store.artefact_path(style, settings), settings).backend.name == choice
+
+
+@pytest.mark.parametrize("style_id", list(ORIGINALS))
+def test_int8_graph_runs_its_3x3_convolutions_on_onednn_int8_kernels(style_id, settings, auto_of):
+    """Without torchao's fusions the quantised chains compile to float convolutions that gain nothing."""
+    if not has_int8_dot():
+        pytest.skip("no int8 dot products on this CPU: int8 is not built")
+    auto_of(style_id)
+    style = get_style(style_id)
+    artefact = store.artefact_path(style, settings)
+    path = backends.build_path("int8", style, settings, builds.engine_key(artefact))
+    assert quantised_in(path) == len(int8_convs(load_network(style, artefact))) > 0
 
 
 # ---- thread policy --------------------------------------------------------------------------------------

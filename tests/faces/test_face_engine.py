@@ -97,6 +97,6 @@ def test_other_sizes_run_on_the_eager_network(face_model, crops) -> None:
 def test_auto_measures_the_face_model_at_its_crop_size_and_picks_a_good_one(face_model) -> None:
     record = face_model[3]
     results = record["results"]
-    assert set(results) == {"torch", *FAST}, record
+    assert set(results) == {"torch", *FAST}, record  # no int8: it is not faithful on aligned faces
     assert all("error" not in r for r in results.values()), record
     assert results[record["choice"]]["faithful"] and record["choice"] in record["why"], record

@@ -70,8 +70,11 @@ class ExportableGraph(nn.Module):
     """``forward(x: NCHW float32, H and W multiples of size_multiple) -> NCHW float32``, export-friendly."""
 
     def __init__(self, module: GraphModule, conv_dtype: torch.dtype = torch.float32,
-                 rewrites: Iterable[str] = ()) -> None:
+                 rewrites: Iterable[str] = (), float_convs: Iterable[str] = ()) -> None:
+        """``float_convs``: convolutions (node names) kept in float32 whatever ``conv_dtype`` is, for int8
+        quantisation to annotate (:mod:`.int8_graph`)."""
         super().__init__()
+        float_convs = frozenset(float_convs)
         self.rewrites = frozenset(rewrites)
         if self.rewrites - set(REWRITES):
             raise ValueError(f"unknown rewrites {sorted(self.rewrites - set(REWRITES))}")
@@ -108,7 +111,7 @@ class ExportableGraph(nn.Module):
                     kh, kw, c, m = w.shape
                     weight = w.permute(2, 3, 0, 1).reshape(c * m, 1, kh, kw)
                 key = f"w{len(self._convs)}"
-                dtype = precision.conv_dtype(weight, conv_dtype)
+                dtype = torch.float32 if node.name in float_convs else precision.conv_dtype(weight, conv_dtype)
                 if "columns" in self.rewrites and column_convs.by_columns_pays(node, weight):
                     self._columns[node.name] = weight.shape[-1]
                     weight = column_convs.column_weight(weight)
@@ -123,6 +126,10 @@ class ExportableGraph(nn.Module):
         bf16_convs = {name for name, (key, _) in self._convs.items() if getattr(self, key).dtype == torch.bfloat16}
         self._stored_bf16 = frozenset(precision.read_by_bf16_convs_only(graph, bf16_convs)
                                       if "bf16_upsample" in self.rewrites else ())
+
+    def weight_keys(self, convs: Iterable[str]) -> set[str]:
+        """The buffer names holding these convolutions' weights (what an exported graph's conv calls read)."""
+        return {self._convs[name][0] for name in convs}
 
     def _value(self, name: str, env: dict[str, Val]) -> Val:
         if name in env:
@@ -235,18 +242,28 @@ def export(module: nn.Module, multiple: int, max_side: int = 8192
     computes a size in floating point (a resize by a float scale, as some ONNX exports do) gets that size pinned
     to the example's by ``torch.export``; such a graph is exported at :data:`FIXED_SIDE` square only, the size
     its crops are painted at (the face models), and its backends run other sizes on the eager network."""
-    from torch.export import Dim
-
-    example = torch.zeros(1, 3, FIXED_SIDE, FIXED_SIDE).contiguous(memory_format=torch.channels_last)
-    # at least three multiples: at two, the deepest level is 2 px wide and torch.export pins that case
-    kh, kw = (Dim(name, min=MIN_MULTIPLES, max=max_side // multiple) for name in ("kh", "kw"))
+    example = export_example()
     with torch.no_grad():
-        program = torch.export.export(module, (example,), dynamic_shapes={"x": {2: multiple * kh, 3: multiple * kw}})
+        program = torch.export.export(module, (example,), dynamic_shapes=dynamic_sizes(multiple, max_side))
         try:
             program.module()(torch.zeros(1, 3, MIN_MULTIPLES * multiple, (MIN_MULTIPLES + 1) * multiple))
         except AssertionError:
             return torch.export.export(module, (example,)), (FIXED_SIDE, FIXED_SIDE)
     return program, None
+
+
+def export_example() -> Tensor:
+    """The picture every export traces with (512 px is the size Inductor tunes loops for)."""
+    return torch.zeros(1, 3, FIXED_SIDE, FIXED_SIDE).contiguous(memory_format=torch.channels_last)
+
+
+def dynamic_sizes(multiple: int, max_side: int = 8192) -> dict:
+    """``torch.export``'s dynamic shapes for a network's one input: H and W any multiple of ``multiple``."""
+    from torch.export import Dim
+
+    # at least three multiples: at two, the deepest level is 2 px wide and torch.export pins that case
+    kh, kw = (Dim(name, min=MIN_MULTIPLES, max=max_side // multiple) for name in ("kh", "kw"))
+    return {"x": {2: multiple * kh, 3: multiple * kw}}
 
 
 def fixed_size_metadata(fixed: tuple[int, int] | None) -> dict[str, str]:
