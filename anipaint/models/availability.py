@@ -59,8 +59,12 @@ def _usable(style: Style, s: Settings) -> bool:
 
 def _held_back(style: Style, s: Settings) -> FailedDownload | None:
     """A failed download whose origin said the files are not there, and whose retry time has not come yet."""
-    failed = failed_downloads.pending(style, s)
-    return failed if failed is not None and failed.lasting else None
+    failed = failed_downloads.load(style, s)
+    return failed if _holds_back(failed) else None
+
+
+def _holds_back(failed: FailedDownload | None) -> bool:
+    return failed is not None and failed.lasting and not failed.due()
 
 
 def download_pending(style: Style, settings: Settings | None = None) -> FailedDownload | None:
@@ -82,9 +86,8 @@ def style_status(settings: Settings | None = None) -> list[StyleStatus]:
         missing = [src.path for src in style.sources if locate_source(src, s) is None]
         if missing and s.fetches_on_first_use and downloadable(style, s):
             failed = failed_downloads.load(style, s)
-            held = failed is not None and failed.lasting and not failed.due()
-            out.append(StyleStatus(style, not held, False, failed.summary() if failed else "downloads on first use",
-                                   needs_download=True, failed=failed))
+            reason = failed.summary() if failed else "downloads on first use"
+            out.append(StyleStatus(style, not _holds_back(failed), False, reason, needs_download=True, failed=failed))
         elif missing:
             how = f" (`anipaint models fetch {style.id}`)" if downloadable(style, s) else ""
             out.append(StyleStatus(style, False, False, f"source missing: {', '.join(missing)}{how}"))
