@@ -15,7 +15,7 @@ import pytest
 from PIL import Image
 
 from support.camera import FAKE_MEDIA, fake_camera_file
-from support.page import ARGS, CHROMIUM, canvas_pixels, open_page, shot
+from support.page import ARGS, CHROMIUM, axe_violations, canvas_pixels, open_page, shot, tab_stops
 from support.paths import SAMPLES
 from support.service import GROUP_PHOTO, Server, running_server
 
@@ -211,6 +211,36 @@ def test_the_module_paints_a_video_element(server: Server, page_factory) -> None
         assert frame["diff"] > 8, frame
     assert got["png"] > 0 and got["type"] == "image/png"
     assert got["stats"]["painted"] >= 3 and got["stats"]["ep"] == "wasm" and got["stats"]["side"] == 192
+
+
+def test_the_page_and_the_live_view_are_accessible(server: Server, page_factory) -> None:  # noqa: F811
+    """axe-core finds no serious or critical fault on the page, in English and Chinese, nor in camera mode; the
+    keyboard alone starts the camera and reaches every button of the live view, which says what it shows."""
+    page = page_factory()
+    open_page(page, server)
+    assert axe_violations(page) == []
+    page.click('[data-testid="lang-toggle"]')
+    page.wait_for_selector("html[lang^='zh']", state="attached")
+    assert axe_violations(page) == []
+    page.click('[data-testid="lang-toggle"]')
+    page.click('[data-testid="style-v3-cute"]')
+
+    stops = tab_stops(page)
+    assert {"lang-toggle", "dropzone", "camera-start", "on-device", "size-512"} <= set(stops), stops
+    page.focus('[data-testid="camera-start"]')
+    page.keyboard.press("Enter")
+    page.wait_for_selector("body[data-camera='live']", state="attached", timeout=120_000)
+    assert page.evaluate("document.activeElement.id") == "live-take"  # the focus goes with the mode
+    _painted_frames(page, 2)
+    assert axe_violations(page) == []
+    assert page.get_attribute('[data-testid="live-canvas"]', "role") == "img"
+    assert "camera" in page.get_attribute('[data-testid="live-canvas"]', "aria-label").lower()
+    stops = tab_stops(page)
+    assert {"live-take", "live-record", "live-pause", "live-leave", "live-smoother"} <= set(stops), stops
+    page.focus('[data-testid="live-leave"]')
+    page.keyboard.press("Enter")
+    page.wait_for_selector("body[data-camera='off']", state="attached")
+    assert page.evaluate("document.activeElement.id") == "camera-start"
 
 
 def test_a_refused_camera_is_said_and_the_page_still_paints(server: Server, browser, camera_file: Path) -> None:  # noqa: F811
