@@ -242,6 +242,7 @@ def by_size(page, styles: list[str], sides: list[int], seconds: int) -> list[dic
     """Live fps (steady on) at each fixed long side, against the worker painting that size alone, same page."""
     rows = []
     for style_id in styles:
+        page.evaluate(INFER, [style_id, WIDTH, HEIGHT, 1])  # the model loaded and run first, not in the live figure
         for side in sides:
             live = page.evaluate(LIVE, [style_id, side, seconds, 0, 0, True])
             last = live["samples"][-1]
