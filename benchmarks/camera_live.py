@@ -3,6 +3,7 @@ camera.js painting it in device.js's worker, against the same frames painted one
 
     .venv/bin/python benchmarks/camera_live.py [--styles v3-cute,v3-hayao] [--seconds 20] [--memory 120]
         [--clip dog_foliage.mp4] [--json artifacts/camera/camera_live.json]
+        [--replay-only [--sets '[{}, {"subpixel": false}]']] [--sizes 192,256,320] [--memory-only]
 
 For each style, at a fixed working size of 256 × 192 (4:3, the clip's centre):
 - ``live fps``: painted frames a second while live (camera.js's own count over the last two seconds, sampled once a
@@ -16,6 +17,8 @@ For each style, at a fixed working size of 256 × 192 (4:3, the clip's centre):
   clips) of what was shown (steady.js on) and of the same frames as the network painted them, each alone (the
   onFrame ``raw``), and of the input itself; sharpness (mean gradient) shown against one by one;
 - then an adaptive run of the first style (targetFps 12, up to 512): the size it settles on and its frame rate;
+- ``--sets``: the steady.js option sets the replay compares (the shipped defaults are ``{}``);
+- ``--sizes``: only live fps against inference alone at each of these long sides, per style;
 - ``--memory S``: the first style live for S seconds (adaptive, up to 320): every 15 s the resident memory of
   Chromium's renderer processes (the page and its worker, the runtime's WebAssembly memory included) and the
   page's JS heap after a garbage collection (DevTools protocol).
@@ -235,12 +238,35 @@ def replay(page, style: str, frames: list[np.ndarray], option_sets: list[dict]) 
         "frames": [inputs, raw, *shown]}
 
 
+def by_size(page, styles: list[str], sides: list[int], seconds: int) -> list[dict]:
+    """Live fps (steady on) at each fixed long side, against the worker painting that size alone, same page."""
+    rows = []
+    for style_id in styles:
+        page.evaluate(INFER, [style_id, WIDTH, HEIGHT, 1])  # the model loaded and run first, not in the live figure
+        for side in sides:
+            live = page.evaluate(LIVE, [style_id, side, seconds, 0, 0, True])
+            last = live["samples"][-1]
+            infer = page.evaluate(INFER, [style_id, last["width"], last["height"], 8])
+            row = {"style": style_id, "size": f"{last['width']}x{last['height']}",
+                   "live_fps": statistics.median(s["fps"] for s in live["samples"][len(live["samples"]) // 3:]),
+                   "infer_fps": 1000 / statistics.median(infer["walls"])}
+            rows.append(row)
+            print(f"{style_id} at {row['size']}: live {row['live_fps']:.1f} fps, inference alone "
+                  f"{row['infer_fps']:.1f} fps ({row['live_fps'] / row['infer_fps']:.2f}×)", flush=True)
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--styles", default="v3-cute,v3-hayao")
     parser.add_argument("--seconds", type=int, default=20)
     parser.add_argument("--memory", type=int, default=0, metavar="S")
     parser.add_argument("--memory-only", action="store_true", help="only the memory run")
+    parser.add_argument("--replay-only", action="store_true", help="only the replayed steadiness")
+    parser.add_argument("--sizes", default="", metavar="SIDES",
+                        help="only live fps against inference alone at these long sides, e.g. 192,256,320")
+    parser.add_argument("--sets", type=json.loads, default=[{}, {"motion": False}], metavar="JSON",
+                        help='steady.js option sets to replay, e.g. \'[{}, {"subpixel": false}]\'')
     parser.add_argument("--clip", default="dog_foliage.mp4")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
@@ -269,7 +295,9 @@ def main(argv: list[str] | None = None) -> int:
         if not page.evaluate("crossOriginIsolated"):
             raise RuntimeError("the page is not cross-origin isolated: WebAssembly would run on one thread")
         report["capture_time"] = page.evaluate(CAPTURE_TIME)
-        for style_id in [] if args.memory_only else styles:
+        if args.sizes:
+            report["sizes"] = by_size(page, styles, [int(x) for x in args.sizes.split(",")], args.seconds)
+        for style_id in [] if args.memory_only or args.replay_only or args.sizes else styles:
             # Live first: the runtime's code is then as optimised for the inference-alone rounds as for the live view
             # (measured the other way round, the first rounds ran slower than the live loop's).
             live = page.evaluate(LIVE, [style_id, SIDE, args.seconds, 10, KEEP, True])
@@ -304,10 +332,10 @@ def main(argv: list[str] | None = None) -> int:
         # Steadiness replayed: the clips' frames (every `step`-th, as a live view at that share of 30 fps sees them)
         # painted one by one, then steady.js as shipped and without its motion search.
         report["replay"] = []
-        for clip, step, noise in [] if args.memory_only else REPLAYS:
+        for clip, step, noise in [] if args.memory_only or args.sizes else REPLAYS:
             frames = clip_rgba(settings.samples_dir / clip, WIDTH, HEIGHT, step, 30, noise)
             for style_id in styles:
-                got = replay(page, style_id, frames, [{}, {"motion": False}])
+                got = replay(page, style_id, frames, args.sets)
                 sets = [{k: v for k, v in st.items() if k != "frames"} for st in got["sets"]]
                 report["replay"].append({"clip": clip, "step": step, "noise": noise, "style": style_id,
                                          "one_by_one": got["one_by_one"], "input": got["input"], "sets": sets})
@@ -319,7 +347,7 @@ def main(argv: list[str] | None = None) -> int:
                     inputs, raw, shown = got["frames"][0], got["frames"][1], got["frames"][2]
                     _strip(out_dir / f"replay-{clip.split('.')[0]}-{style_id}-strip.png",
                            [[a, b, c] for a, b, c in zip(inputs, raw, shown, strict=True)])
-        if not args.memory_only:
+        if not (args.memory_only or args.replay_only or args.sizes):
             adaptive = page.evaluate(ADAPTIVE, [styles[0], max(10, args.seconds)])
             last = adaptive[-1]
             report["adaptive"] = {"style": styles[0], "size": f"{last['width']}x{last['height']}",

@@ -12,8 +12,9 @@ if [ "${1:-}" = "--test" ]; then target='.[test]'; else target='.[all]'; fi
 # The in-browser painter's runtime (onnxruntime-web, pinned in package-lock.json): installed from the npm registry
 # and only the files the page loads copied into the static folder, so the app (and the wheel) serve it themselves.
 # Stamped like the pip install below: a second run with the same lock file does nothing. The test setup installs
-# the dev dependencies too (TypeScript), and its stamp line says "dev": a plain run after it keeps that fuller
-# install (`npm ci` would start node_modules afresh), a test run after a plain one installs again.
+# the dev dependencies too (TypeScript, and axe-core for the page's accessibility test), and its stamp line says
+# "dev": a plain run after it keeps that fuller install (`npm ci` would start node_modules afresh), a test run after
+# a plain one installs again.
 vendor=anipaint/service/static/vendor/ort
 ort_files="ort.min.mjs ort-wasm-simd-threaded.jsep.mjs ort-wasm-simd-threaded.jsep.wasm"
 ort_stamp=node_modules/.anipaint-vendored

@@ -15,7 +15,7 @@ import pytest
 from PIL import Image
 
 from support.camera import FAKE_MEDIA, fake_camera_file
-from support.page import ARGS, CHROMIUM, canvas_pixels, open_page, shot
+from support.page import ARGS, CHROMIUM, axe_violations, canvas_pixels, open_page, shot, tab_stops
 from support.paths import SAMPLES
 from support.service import GROUP_PHOTO, Server, running_server
 
@@ -211,6 +211,94 @@ def test_the_module_paints_a_video_element(server: Server, page_factory) -> None
         assert frame["diff"] > 8, frame
     assert got["png"] > 0 and got["type"] == "image/png"
     assert got["stats"]["painted"] >= 3 and got["stats"]["ep"] == "wasm" and got["stats"]["side"] == 192
+
+
+def test_the_page_and_the_live_view_are_accessible(server: Server, page_factory) -> None:  # noqa: F811
+    """axe-core finds no serious or critical fault on the page, in English and Chinese, nor in camera mode; the
+    keyboard alone starts the camera and reaches every button of the live view, which says what it shows."""
+    page = page_factory()
+    open_page(page, server)
+    assert axe_violations(page) == []
+    page.click('[data-testid="lang-toggle"]')
+    page.wait_for_selector("html[lang^='zh']", state="attached")
+    assert axe_violations(page) == []
+    page.click('[data-testid="lang-toggle"]')
+    page.click('[data-testid="style-v3-cute"]')
+
+    stops = tab_stops(page)
+    assert {"lang-toggle", "dropzone", "camera-start", "on-device", "size-512"} <= set(stops), stops
+    page.focus('[data-testid="camera-start"]')
+    page.keyboard.press("Enter")
+    page.wait_for_selector("body[data-camera='live']", state="attached", timeout=120_000)
+    assert page.evaluate("document.activeElement.id") == "live-take"  # the focus goes with the mode
+    _painted_frames(page, 2)
+    assert axe_violations(page) == []
+    assert page.get_attribute('[data-testid="live-canvas"]', "role") == "img"
+    assert "camera" in page.get_attribute('[data-testid="live-canvas"]', "aria-label").lower()
+    stops = tab_stops(page)
+    assert {"live-take", "live-record", "live-pause", "live-leave", "live-smoother"} <= set(stops), stops
+    page.focus('[data-testid="live-leave"]')
+    page.keyboard.press("Enter")
+    page.wait_for_selector("body[data-camera='off']", state="attached")
+    assert page.evaluate("document.activeElement.id") == "camera-start"
+
+
+# steady.js on a photo panned by a fraction of a pixel a frame, "painted" with dark strokes that come and go (as a
+# network's do), then another scene: each frame's input, painting and what the live view would show, RGBA base64.
+STEADY = """async ([b64, shifts, cutAt, strokes]) => {
+  const { createSteadier } = await import("/static/steady.js");
+  const photo = await createImageBitmap(new Blob([Uint8Array.from(atob(b64), (c) => c.charCodeAt(0))]));
+  const w = 256, h = 192;
+  const canvas = new OffscreenCanvas(w, h);
+  const ctx = canvas.getContext("2d", { willReadFrequently: true });
+  let seed = 7;
+  const rand = () => (seed = (seed * 16807) % 2147483647) / 2147483647;
+  const steadier = createSteadier();
+  const b64of = (d) => {
+    let s = "";
+    for (let i = 0; i < d.length; i += 8192) s += String.fromCharCode(...d.subarray(i, i + 8192));
+    return btoa(s);
+  };
+  const frames = [];
+  for (const [i, [dx, dy]] of shifts.entries()) {
+    const scene = i >= cutAt ? 1 : 0; // from cutAt on: another part of the photo, upside down (a scene change)
+    ctx.setTransform(1, 0, 0, scene ? -1 : 1, 0, scene ? h : 0);
+    ctx.drawImage(photo, 40 + dx + scene * 200, 30 + dy, w * 2, h * 2, 0, 0, w, h);
+    const input = ctx.getImageData(0, 0, w, h);
+    // The painting: the picture with dark strokes that come and go frame by frame, as a network's do.
+    const painted = new ImageData(new Uint8ClampedArray(input.data), w, h);
+    for (let k = 0; k < strokes; k++) {
+      const x = (rand() * (w - 4)) | 0, y = (rand() * h) | 0;
+      for (let d = 0; d < 4; d++) for (let c = 0; c < 3; c++) painted.data[4 * (y * w + x + d) + c] *= 0.35;
+    }
+    const shown = steadier.next(input, painted);
+    frames.push([b64of(input.data), b64of(painted.data), b64of(shown.data)]);
+  }
+  return frames;
+}"""
+
+
+def test_steady_holds_a_moving_picture_still(server: Server, page_factory) -> None:  # noqa: F811
+    """steady.js on a slow pan: strokes that flicker frame by frame are held (the warping error well under the
+    paintings'), the picture is moved without blurring it, and a scene change shows the new painting as it is."""
+    from anipaint.media import temporal
+
+    page = page_factory()
+    open_page(page, server)
+    photo = base64.b64encode(GROUP_PHOTO.read_bytes()).decode()
+    shifts = [[0.7 * i, 0.3 * i] for i in range(12)]
+
+    def frames(strokes: int) -> list[list[np.ndarray]]:
+        got = page.evaluate(STEADY, [photo, shifts, 10, strokes])
+        return [[np.frombuffer(base64.b64decode(f[k]), np.uint8).reshape(192, 256, 4)[..., :3] for f in got]
+                for k in range(3)]
+
+    inputs, painted, shown = frames(400)
+    flicker, held = temporal.warping_errors(inputs[:10], [painted[:10], shown[:10]])
+    assert held < 0.3 * flicker, (held, flicker)
+    assert np.array_equal(shown[10], painted[10])  # the scene changed: afresh
+    inputs, _, shown = frames(0)
+    assert temporal.sharpness(shown[:10]) > 0.95 * temporal.sharpness(inputs[:10])
 
 
 def test_a_refused_camera_is_said_and_the_page_still_paints(server: Server, browser, camera_file: Path) -> None:  # noqa: F811

@@ -52,20 +52,35 @@ function lightest(s) {
   return style ? style.label : rows.length ? rows[0].id : "";
 }
 
+// Keyboard users keep their place: when the mode's buttons hide, the focus goes to the other mode's first button
+// (else it would fall to the top of the page). Called before the change, it returns the step for after it.
+/**
+ * @param {string} from  the element that loses its focus, with anything inside it
+ * @param {string} to
+ */
+function focusFollows(from, to) {
+  const had = $(from).contains(document.activeElement);
+  return () => { if (had) $(to).focus(); };
+}
+
 /** @param {PageStore} store */
 async function enter(store) {
   const s = store.state;
   if (live || s.camera.phase === "starting") return;
   const style = liveStyle(s);
   if (!style) { set(store, { error: "style" }); return; }
+  const toLive = focusFollows("camera-row", "live-take");
   set(store, { phase: "starting", error: null, stats: null, clip: null });
+  toLive();
   // On a phone the result card is under the controls: bring the live view up, as a paint does.
   if (window.matchMedia("(max-width: 880px)").matches) $("result-card").scrollIntoView({ behavior: "smooth" });
   try {
     live = await startCamera({ style, canvas: /** @type {HTMLCanvasElement} */ ($("live-canvas")),
       ...QUALITY[s.camera.quality] });
   } catch (error) {
+    const back = focusFollows("live", "camera-start");
     set(store, { phase: "off", error: error instanceof DeviceError ? error.reason : "failed" });
+    back();
     return;
   }
   if (store.state.camera.phase !== "starting") { live.stop(); live = null; return; } // left while it started
@@ -87,7 +102,9 @@ function leave(store) {
   if (live) live.stop();
   live = null;
   clearInterval(ticker);
+  const back = focusFollows("live", "camera-start");
   if (store.state.camera.phase !== "off") set(store, { phase: "off", recording: false });
+  back();
 }
 
 /**

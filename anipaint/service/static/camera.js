@@ -209,33 +209,38 @@ export async function startCamera({
     grabCtx.drawImage(video, (video.videoWidth - sw) / 2, (video.videoHeight - sh) / 2, sw, sh, 0, 0, w, h);
     const input = grabCtx.getImageData(0, 0, w, h);
     const wanted = style;
+    /** @type {Awaited<ReturnType<typeof paintFrame>>} */
+    let answer;
     try {
-      const answer = await paintFrame(new ImageData(new Uint8ClampedArray(input.data), w, h), { style: wanted });
-      if (stopped) return;
-      ep = answer.ep;
-      if (wanted !== style) return; // painted in the style just left: dropped
-      const out = steady ? steadier.next(input, answer.painted) : answer.painted;
-      if (view.width !== w || view.height !== h) { view.width = w; view.height = h; }
-      shown.putImageData(out, 0, 0);
-      shownStyle = wanted;
-      const now = performance.now();
-      painted++;
-      shownAt.push(now);
-      while (shownAt.length && shownAt[0] < now - 2000) shownAt.shift();
-      latencies.push(now - capturedAt);
-      if (latencies.length > 30) latencies.shift();
-      cycles.push(now - started);
-      if (cycles.length > 30) cycles.shift();
-      adapt();
-      onFrame?.({ input, painted: out, raw: answer.painted, time: now });
+      answer = await paintFrame(new ImageData(new Uint8ClampedArray(input.data), w, h), { style: wanted });
     } catch (error) {
+      busy = false;
       if (stopped) return;
       failure = error instanceof DeviceError ? error : new DeviceError("failed", String(error));
       stop();
-    } finally {
-      busy = false;
-      if (fresh && !paused && !stopped) paintOne(); // a frame came meanwhile: the newest one, at once
+      return;
     }
+    busy = false;
+    // A frame that came meanwhile goes to the worker before this one is steadied and drawn: the worker paints
+    // while this thread works (one frame in flight still, the newest).
+    if (fresh && !paused && !stopped) paintOne();
+    if (stopped) return;
+    ep = answer.ep;
+    if (wanted !== style) return; // painted in the style just left: dropped
+    const out = steady ? steadier.next(input, answer.painted) : answer.painted;
+    if (view.width !== w || view.height !== h) { view.width = w; view.height = h; }
+    shown.putImageData(out, 0, 0);
+    shownStyle = wanted;
+    const now = performance.now();
+    painted++;
+    shownAt.push(now);
+    while (shownAt.length && shownAt[0] < now - 2000) shownAt.shift();
+    latencies.push(now - capturedAt);
+    if (latencies.length > 30) latencies.shift();
+    cycles.push(now - started);
+    if (cycles.length > 30) cycles.shift();
+    adapt();
+    onFrame?.({ input, painted: out, raw: answer.painted, time: now });
   }
 
   /** @type {DeviceError | null} */
