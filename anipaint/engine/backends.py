@@ -12,8 +12,8 @@ Every backend is a callable ``NCHW float32 in [-1, 1] → same shape`` (:mod:`.r
                milliseconds; the build takes ~30-80 s once). Imported graphs (the v3 styles) and AnimeGAN v1
                the same way through :mod:`anipaint.engine.compile.graph_program`, channels-last, their convolutions in
                bfloat16 where the CPU has native bf16 (AVX512_BF16 / AMX) and float32 elsewhere. A graph
-               that computes a size in floating point (the JP face model) is exported at 512 x 512, the size
-               its crops are painted at, and runs any other size on its eager network
+               that computes a size in floating point (the JP face model) is exported at the one size its
+               crops are painted at (the style's ``paint_shape``), and runs any other size on its eager network
 ``int8``       ``compiled`` with its heavy convolutions in static int8 (oneDNN VNNI / AMX kernels): v2's five
                heaviest (:mod:`anipaint.engine.compile.int8`); an imported graph's dense 3x3 ones, int8-mixed-bf16
                through torchao's PT2E quantizer (:mod:`anipaint.engine.compile.int8_graph`). Needs photos to
