@@ -171,7 +171,8 @@ class Painter:
             face_painter = self if self.style.paints_faces_only else get_painter(self.settings.portrait_face_style,
                                                                              self.settings)
             out = portrait_mode.portrait_faces(work.source, painted, found, face_painter.paint_batch,
-                                                self._segmenter(), face_size=size)
+                                                self._segmenter(), face_size=size,
+                                                paint_shape=face_painter.style.paint_shape)
         else:
             face_painter = get_painter(face_style, self.settings) if face_style else self
             out = face_pass.enhance_faces(work.source, painted, found, face_painter.paint_batch, face_size=size)

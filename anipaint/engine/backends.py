@@ -12,8 +12,8 @@ Every backend is a callable ``NCHW float32 in [-1, 1] → same shape`` (:mod:`.r
                milliseconds; the build takes ~30-80 s once). Imported graphs (the v3 styles) and AnimeGAN v1
                the same way through :mod:`anipaint.engine.compile.graph_program`, channels-last, their convolutions in
                bfloat16 where the CPU has native bf16 (AVX512_BF16 / AMX) and float32 elsewhere. A graph
-               that computes a size in floating point (the JP face model) is exported at 512 x 512, the size
-               its crops are painted at, and runs any other size on its eager network
+               that computes a size in floating point (the JP face model) is exported at the one size its
+               crops are painted at (the style's ``paint_shape``), and runs any other size on its eager network
 ``int8``       ``compiled`` with its heavy convolutions in static int8 (oneDNN VNNI / AMX kernels): v2's five
                heaviest (:mod:`anipaint.engine.compile.int8`); an imported graph's dense 3x3 ones, int8-mixed-bf16
                through torchao's PT2E quantizer (:mod:`anipaint.engine.compile.int8_graph`). Needs photos to
@@ -75,7 +75,8 @@ class BackendKind:
     open: Callable[[Opening], Backend]
     suffix: str | None = None  # the build's file type; None: nothing to build
     from_weights: Callable[[Path, Path, Settings], None] | None = None  # (artefact, out, settings): v2's recipe
-    from_network: Callable[[Any, Path, Settings], None] | None = None  # (network, out, settings): everyone else's
+    # (network, out, settings, the face model's paint_shape or None): everyone else's
+    from_network: Callable[[Any, Path, Settings, tuple[int, int] | None], None] | None = None
     needs: str = ""  # what it asks of the CPU
     # Quantised: its error varies more from photo to photo than rounding's, so auto takes it only with no pixel far
     # off on the check photos (v3-shinkai's int8: 0.008 % there, 0.016 % on a photo auto had not seen).
@@ -88,7 +89,7 @@ class BackendKind:
             return lambda out: make_from_weights(artefact, out, settings)
         make_from_network = self.from_network
         assert make_from_network is not None, (self.name, style.id)
-        return lambda out: make_from_network(network, out, settings)
+        return lambda out: make_from_network(network, out, settings, style.paint_shape)
 
 
 def _from_weights(style: Style) -> bool:
@@ -120,7 +121,7 @@ BACKENDS: dict[str, BackendKind] = {
                     builds.network_int8_package, needs="int8 dot products (AVX512_VNNI, AVX-VNNI, AMX) to pay",
                     no_far_pixels=True),
         BackendKind("onnxruntime", _open_onnx, ".onnx", lambda artefact, out, s: builds.v2_onnx(artefact, out),
-                    lambda network, out, s: builds.network_onnx(network, out)),
+                    lambda network, out, s, shape: builds.network_onnx(network, out, shape)),
         BackendKind("strips", lambda o: StripsBackend(o.network, o.style.architecture, o.settings.scratch_dir),
                     needs="bf16 convolutions where the CPU has them natively, float32 elsewhere"),
     )
@@ -156,7 +157,7 @@ def build_path(name: str, style: Style, settings: Settings, key: str) -> Path:
 
 
 def auto_path(style: Style, settings: Settings, key: str) -> Path:
-    return builds.cache_dir(style, settings) / f"auto-{key}-m{MEASURE_VERSION}.json"
+    return builds.cache_dir(style, settings) / f"auto-{key}{builds.shape_tag(style)}-m{MEASURE_VERSION}.json"
 
 
 def read_auto(style: Style, settings: Settings, key: str) -> dict | None:

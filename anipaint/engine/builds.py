@@ -69,8 +69,13 @@ def cache_dir(style: Style, settings: Settings) -> Path:
     return store.style_dir(style, settings) / "engine"
 
 
+def shape_tag(style: Style) -> str:
+    """What a build's file name adds for a face model exported at its ``paint_shape`` (a new shape, a new build)."""
+    return f"-{style.paint_shape[0]}x{style.paint_shape[1]}" if style.paint_shape else ""
+
+
 def build_file(name: str, suffix: str, style: Style, settings: Settings, key: str) -> Path:
-    return cache_dir(style, settings) / f"{name}-{key}{suffix}"
+    return cache_dir(style, settings) / f"{name}-{key}{shape_tag(style)}{suffix}"
 
 
 # ---- recipes --------------------------------------------------------------------------------------------
@@ -127,15 +132,16 @@ def v2_onnx(artefact: Path, out: Path) -> None:
 
 
 @quiet()
-def network_package(network, out: Path, settings: Settings) -> None:
-    """An eager network (imported graph, v1) compiled by AOTInductor, its convolutions in bf16 where faithful."""
+def network_package(network, out: Path, settings: Settings, shape: tuple[int, int] | None = None) -> None:
+    """An eager network (imported graph, v1) compiled by AOTInductor, its convolutions in bf16 where faithful;
+    ``shape``: the one size a graph without symbolic sizes is exported at (a face model's ``paint_shape``)."""
     from anipaint.engine.compile import graph_program
     from anipaint.engine.compile.int8 import packaged_photos, photos
     from anipaint.engine.compile.precision import fast_conv_dtype
 
     pictures = photos(settings, "check", side=256) + packaged_photos(256)
     dtype = graph_program.faithful_conv_dtype(network, pictures, fast_conv_dtype())
-    graph_program.build_package(network, out, dtype)
+    graph_program.build_package(network, out, dtype, fixed_shape=shape)
 
 
 # Calibration photos' long side: the norms keep activation ranges alike across sizes, and the histogram observers
@@ -144,7 +150,7 @@ CALIBRATION_SIDE = 384
 
 
 @quiet()
-def network_int8_package(network, out: Path, settings: Settings) -> None:
+def network_int8_package(network, out: Path, settings: Settings, shape: tuple[int, int] | None = None) -> None:
     """An imported graph's dense 3x3 convolutions in int8 (int8-mixed-bf16 where the CPU has native bf16),
     calibrated on real photos (:mod:`anipaint.engine.compile.int8_graph`)."""
     from anipaint.engine.compile import graph_program, int8_graph
@@ -156,15 +162,15 @@ def network_int8_package(network, out: Path, settings: Settings) -> None:
                                          fast) != fast:
         raise RuntimeError(f"not faithful with {fast} convolutions, so not with int8 ones either")
     pictures = photos(settings, "calibrate", side=CALIBRATION_SIDE) + packaged_photos(CALIBRATION_SIDE)
-    int8_graph.build_package(network, out, pictures, fast)
+    int8_graph.build_package(network, out, pictures, fast, shape)
 
 
 @quiet()
-def network_onnx(network, out: Path) -> None:
-    """An eager network exported to ONNX (float32) through torch.export."""
+def network_onnx(network, out: Path, shape: tuple[int, int] | None = None) -> None:
+    """An eager network exported to ONNX (float32) through torch.export (``shape``: :func:`network_package`'s)."""
     from anipaint.engine.compile import graph_program
 
-    graph_program.build_onnx(network, out)
+    graph_program.build_onnx(network, out, shape)
 
 
 def ensure_built(name: str, path: Path, recipe: Callable[[Path], None]) -> Path:

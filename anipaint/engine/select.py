@@ -112,16 +112,18 @@ def choose(style: Style, artefact: Path, settings: Settings, network, key: str |
         return result
 
 
-def check_pictures(settings: Settings, face_crops: bool = False) -> list[torch.Tensor]:
+def check_pictures(settings: Settings, face_crop: tuple[int, int] | None = None) -> list[torch.Tensor]:
     """The packaged check photos at 320 px (a flat sky, porcelain and a wall, skin: where speckles and banding
     show), then the 512 px picture the timings use (the sample folder's first photo, else the last of those).
 
-    ``face_crops``: two square 512 px pictures instead, the only size a face style is painted at (portrait
-    mode's aligned crops), which is also the one size some of their builds run at."""
+    ``face_crop``: two (H, W) pictures instead, the middle of 512 px squares: the only size a face model is painted
+    at (its ``paint_shape`` of portrait mode's aligned crops), also the one size some of its builds run at."""
     from anipaint.engine.compile.int8 import packaged_photos, photos
 
-    if face_crops:
-        return [_square(p, 512) for p in (photos(settings, "check", side=512) + packaged_photos(512))[:2]]
+    if face_crop:
+        h, w = face_crop
+        squares = [_square(p, 512) for p in (photos(settings, "check", side=512) + packaged_photos(512))[:2]]
+        return [s[..., (512 - h) // 2:(512 - h) // 2 + h, (512 - w) // 2:(512 - w) // 2 + w] for s in squares]
     return packaged_photos(320) + (photos(settings, "check", side=512)[:1] or packaged_photos(512)[-1:])
 
 
@@ -161,7 +163,7 @@ def measure_all(style: Style, artefact: Path, settings: Settings, network, key: 
 
     started = time.perf_counter()
     progress.step(style.id, "measuring")
-    pictures = check_pictures(settings, face_crops=style.paints_faces_only)
+    pictures = check_pictures(settings, (style.paint_shape or (512, 512)) if style.paints_faces_only else None)
     reference = reference_for(style, artefact, network)
     wanted: list[np.ndarray] = []
     seconds = 0.0

@@ -87,6 +87,10 @@ class Style:
     licence: Licence
     description: str = ""
     kind: str = "style"  # "style": paints whole pictures; "face": made for aligned face crops only
+    # A face model: the (height, width) it paints of its 512 px aligned crop, the middle around the face (portrait
+    # mode's window). The face keeps the crop's scale, which the model draws open eyes at; the margin it leaves
+    # (background, shoulders) is what portrait mode's blend fades out anyway.
+    paint_shape: tuple[int, int] | None = None
 
     @property
     def paints_faces_only(self) -> bool:
@@ -249,6 +253,7 @@ STYLES: tuple[Style, ...] = (
         description="Turns an aligned face crop into an anime face (big eyes, clean skin, drawn hair); "
         "on a whole photo it blanks the faces.",
         kind="face",
+        paint_shape=(448, 384),
     ),
     Style(
         id="whitebox",

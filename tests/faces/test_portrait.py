@@ -16,8 +16,9 @@ from PIL import Image
 from anipaint import preprocess
 from anipaint.errors import OptionError
 from anipaint.faces import blend, get_face_detector, segmentation
-from anipaint.faces.portrait import person_mask, portrait_mask
+from anipaint.faces.portrait import paint_window, person_mask, portrait_mask
 from anipaint.models import availability, helpers
+from anipaint.models.registry import get_style
 from anipaint.painter import Painter, get_painter
 from anipaint.settings import get_settings
 from support.face_metrics import grad, seam_gradient
@@ -27,6 +28,7 @@ skimage_data = pytest.importorskip("skimage.data")
 pytestmark = pytest.mark.skipif(not GROUP_PHOTO.is_file(), reason="sample photo missing")
 
 STYLE, BACKGROUND = "v3-cute", "v3-shinkai"
+FACE_MODEL = get_style("v3-jp-face")
 
 
 def rgb(img: Image.Image) -> np.ndarray:
@@ -59,7 +61,7 @@ class Run:
         self.out, self.faces_found = rgb(result.image), result.faces_found
         self.faces = detector.detect(photo)
         shape = self.plain.shape
-        self.masks = [portrait_mask(photo, shape, f, segment) for f in self.faces]
+        self.masks = [portrait_mask(photo, shape, f, segment, paint_shape=FACE_MODEL.paint_shape) for f in self.faces]
         self.windows = [p.window for p in blend.place_faces(self.faces, photo.shape, shape, 512, False)]
         small = cv2.resize(photo, (shape[1], shape[0]), interpolation=cv2.INTER_AREA)
         self.person = person_mask(small, segment, shape[:2]) > 127
@@ -192,6 +194,21 @@ def test_face_model_alone_restyles_faces_only(group):
     assert diff[group.away_from_faces()].max() <= 1
     for mask in group.masks:
         assert diff[mask > 0.95].mean() >= 12
+
+
+def test_face_model_paints_only_its_window_of_each_crop(painter, monkeypatch):
+    """The face model is handed the middle of each 512 px aligned crop (its paint_shape: the one size its fast
+    builds run at, so no crop falls back to the eager network), and the blend weight is 0 outside that middle."""
+    face_painter = get_painter(FACE_MODEL.id).warm()
+    shapes: list[tuple[int, ...]] = []
+    run_batch = face_painter.engine.run_batch
+    monkeypatch.setattr(face_painter.engine, "run_batch", lambda crops: shapes.append(crops.shape) or run_batch(crops))
+    assert painter.paint_result(Image.open(GROUP_PHOTO), portrait=True).faces_found == 3
+    assert shapes and all(s[1:3] == FACE_MODEL.paint_shape for s in shapes), shapes
+    assert sum(s[0] for s in shapes) == 3
+    y0, y1, x0, x1 = paint_window(512, FACE_MODEL.paint_shape)
+    assert (y1 - y0, x1 - x0) == FACE_MODEL.paint_shape and x0 == 512 - x1  # centred across the face
+    assert paint_window(384, FACE_MODEL.paint_shape)[1] - paint_window(384, FACE_MODEL.paint_shape)[0] == 336
 
 
 def test_face_model_refused_as_background(painter):

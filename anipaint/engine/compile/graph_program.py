@@ -234,27 +234,29 @@ def for_network(network: nn.Module, conv_dtype: torch.dtype = torch.float32, com
     return module, int(multiple)
 
 
-def export(module: nn.Module, multiple: int, max_side: int = 8192
+def export(module: nn.Module, multiple: int, max_side: int = 8192, fixed_shape: tuple[int, int] | None = None
            ) -> tuple[torch.export.ExportedProgram, tuple[int, int] | None]:
     """Export with H and W symbolic multiples of ``multiple`` (512 px is the size Inductor tunes for).
 
     Returns the program and the one (H, W) it runs at, or None when it runs at every multiple. A graph that
     computes a size in floating point (a resize by a float scale, as some ONNX exports do) gets that size pinned
-    to the example's by ``torch.export``; such a graph is exported at :data:`FIXED_SIDE` square only, the size
-    its crops are painted at (the face models), and its backends run other sizes on the eager network."""
+    to the example's by ``torch.export``; such a graph is exported at ``fixed_shape`` (H, W) only, the size its
+    crops are painted at (the face models' ``paint_shape``; :data:`FIXED_SIDE` square if None), and its backends
+    run other sizes on the eager network."""
     example = export_example()
     with torch.no_grad():
         program = torch.export.export(module, (example,), dynamic_shapes=dynamic_sizes(multiple, max_side))
         try:
             program.module()(torch.zeros(1, 3, MIN_MULTIPLES * multiple, (MIN_MULTIPLES + 1) * multiple))
         except AssertionError:
-            return torch.export.export(module, (example,)), (FIXED_SIDE, FIXED_SIDE)
+            h, w = fixed_shape or (FIXED_SIDE, FIXED_SIDE)
+            return torch.export.export(module, (export_example(h, w),)), (h, w)
     return program, None
 
 
-def export_example() -> Tensor:
+def export_example(h: int = FIXED_SIDE, w: int = FIXED_SIDE) -> Tensor:
     """The picture every export traces with (512 px is the size Inductor tunes loops for)."""
-    return torch.zeros(1, 3, FIXED_SIDE, FIXED_SIDE).contiguous(memory_format=torch.channels_last)
+    return torch.zeros(1, 3, h, w).contiguous(memory_format=torch.channels_last)
 
 
 def dynamic_sizes(multiple: int, max_side: int = 8192) -> dict:
@@ -299,23 +301,24 @@ def faithful_conv_dtype(network: nn.Module, pictures: list[Tensor], fast: torch.
 
 
 def build_package(network: nn.Module, out: Path, conv_dtype: torch.dtype = torch.float32,
-                  rewrites: Iterable[str] = REWRITES) -> int:
+                  rewrites: Iterable[str] = REWRITES, fixed_shape: tuple[int, int] | None = None) -> int:
     """AOTInductor-compile a style's network into a ``.pt2`` package at ``out``; returns its size multiple.
-    ``rewrites``: the compiled form's rewrites to apply (all of them but for the bench's steps)."""
+    ``rewrites``: the compiled form's rewrites to apply (all of them but for the bench's steps); ``fixed_shape``:
+    :func:`export`'s."""
     module, multiple = for_network(network, conv_dtype, rewrites=rewrites)
-    program, fixed = export(module, multiple)
+    program, fixed = export(module, multiple, fixed_shape=fixed_shape)
     configs = {"aot_inductor.metadata": fixed_size_metadata(fixed)} if fixed else None
     compile_package(program, out, configs)
     return multiple
 
 
-def build_onnx(network: nn.Module, out: Path) -> int:
+def build_onnx(network: nn.Module, out: Path, fixed_shape: tuple[int, int] | None = None) -> int:
     """Export a style's network (float32) to ONNX with symbolic H and W (or the one size :func:`export` found)
     at ``out``; returns its size multiple.
 
     Through ``torch.export`` (the dynamo exporter): the TorchScript tracer would freeze the shape arithmetic
     at the example's size."""
     module, multiple = for_network(network)
-    program, _ = export(module, multiple)  # a fixed size shows in the file's input shape
+    program, _ = export(module, multiple, fixed_shape=fixed_shape)  # a fixed size shows in the file's input
     torch.onnx.export(program, dynamo=True, optimize=True).save(str(out))
     return multiple

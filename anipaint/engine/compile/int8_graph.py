@@ -139,7 +139,7 @@ def _calibration_input(x: Tensor, multiple: int, fixed: tuple[int, int] | None) 
     return x.clamp(-1, 1).contiguous(memory_format=torch.channels_last)
 
 
-def quantised_program(network, pictures: list[Tensor], fast: torch.dtype
+def quantised_program(network, pictures: list[Tensor], fast: torch.dtype, fixed_shape: tuple[int, int] | None = None
                       ) -> tuple[torch.export.ExportedProgram, tuple[int, int] | None]:
     """The exported program with :func:`int8_convs` quantised (calibrated on ``pictures``, NCHW in [-1, 1]) and
     every other convolution in ``fast``; and the one size it runs at (None: every multiple)."""
@@ -151,7 +151,7 @@ def quantised_program(network, pictures: list[Tensor], fast: torch.dtype
     xiq, prepare_pt2e, convert_pt2e = _torchao()
     module = graph_program.ExportableGraph(network, fast, graph_program.REWRITES, float_convs=chosen).eval()
     quantizer = _quantizer(xiq, module.weight_keys(chosen))
-    program, fixed = graph_program.export(module, module.size_multiple)
+    program, fixed = graph_program.export(module, module.size_multiple, fixed_shape=fixed_shape)
     gm = program.module()
     _name_convs(gm)
     prepared = prepare_pt2e(gm, quantizer)
@@ -162,15 +162,17 @@ def quantised_program(network, pictures: list[Tensor], fast: torch.dtype
     _mixed(converted, fast)
     shapes = None if fixed else graph_program.dynamic_sizes(module.size_multiple)
     with torch.no_grad():
-        return torch.export.export(converted, (graph_program.export_example(),), dynamic_shapes=shapes), fixed
+        example = graph_program.export_example(*fixed) if fixed else graph_program.export_example()
+        return torch.export.export(converted, (example,), dynamic_shapes=shapes), fixed
 
 
-def build_package(network, out: Path, pictures: list[Tensor], fast: torch.dtype) -> int:
+def build_package(network, out: Path, pictures: list[Tensor], fast: torch.dtype,
+                  fixed_shape: tuple[int, int] | None = None) -> int:
     """AOTInductor-compile the int8 form of a graph into a ``.pt2`` package at ``out``; returns its size multiple.
     Freezing is on: it is where the quantise → dequantise → convolution chains become oneDNN int8 calls."""
     if not has_int8_dot():
         raise RuntimeError("int8 needs int8 dot-product instructions (AVX512_VNNI, AVX-VNNI or AMX) to pay")
-    program, fixed = quantised_program(network, pictures, fast)
+    program, fixed = quantised_program(network, pictures, fast, fixed_shape)
     configs: dict[str, Any] = {"freezing": True}
     if fixed:
         configs["aot_inductor.metadata"] = graph_program.fixed_size_metadata(fixed)
