@@ -1,10 +1,14 @@
 """Painting a sequence of frames (a video, an animated picture) as a stream: decode, paint and steady overlapping.
 
-A reader thread pulls frames from the source (so the decoder runs there), caps them like any picture, and works
-out the motion from the previous input frame (:mod:`anipaint.media.temporal`: it needs only the inputs, so it runs ahead
-of the painting). The caller's thread paints them, in batches where the engine gains from it (measured on the
-first frames of each clip), mixes in the strength, steadies each frame along the motion, and yields it. Queues are
-bounded, so a long clip holds a few frames in memory at a time.
+A reader thread pulls frames from the source (so the decoder runs there) and caps them like any picture. The
+caller's thread works out the motion from the previous input frame (:mod:`anipaint.media.temporal`), paints the
+frames, in batches where the engine gains from it (measured on the first frames of each clip), mixes in the
+strength, steadies each frame along the motion, and yields it. Queues are bounded, so a long clip holds a few
+frames in memory at a time.
+
+The motion is found between paints, not on the reader thread ahead of them: the paint keeps both cores busy with
+its own threads, and a flow computed beside it stalled them (v3-cute's steady clips took 1.26-1.45× the
+frame-by-frame time with the flow on the reader, 1.06-1.29× with it here; docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from anipaint.options import PaintOptions
 if TYPE_CHECKING:  # the painter (and torch) load on first paint, not when a video's options are checked
     from anipaint.painter import Painter
 
-AHEAD = 8  # frames decoded and measured ahead of the painting
+AHEAD = 8  # frames decoded ahead of the painting
 BATCH = 4  # frames per engine call when batching pays
 BATCH_MAX_PIXELS = 1024 * 1024  # larger frames are painted one by one (they may be tiled or painted in strips)
 STILLS_ONLY = "portrait mode and a background style paint pictures, not videos"
@@ -39,7 +43,7 @@ _END = object()
 class _Frame:
     image: Image.Image  # as decoded (full resolution): the face pass cuts its crops from it
     work: preprocess.WorkImage
-    motion: Motion | None
+    motion: Motion | None  # from the previous input frame, found on the painting side (None until then)
 
 
 def frame_options(asked: PaintOptions | None, painter: Painter) -> PaintOptions:
@@ -65,6 +69,8 @@ def paint_frames(
     reader = threading.Thread(target=_read, args=(frames, options, ahead, stop), name="frame-reader", daemon=True)
     reader.start()
     steadier = Steadier() if options.temporal else None
+    estimator = MotionEstimator() if options.temporal else None
+    steady_input = Steadier(temporal.INPUT_ALPHA) if options.temporal and temporal.INPUT_ALPHA > 0 else None
     batching = _Batching(painter)
     done = 0
     try:
@@ -72,6 +78,11 @@ def paint_frames(
             group = _take(ahead, batching.size())
             if not group:
                 return
+            if estimator is not None:
+                for frame in group:
+                    frame.motion = estimator.next(frame.work.rgb)
+                    if steady_input is not None:
+                        frame.work = replace(frame.work, rgb=steady_input.next(frame.work.rgb, frame.motion))
             for frame, painted in zip(group, _paint(painter, group, options, batching), strict=True):
                 finished = np.asarray(postprocess.finish(painted, frame.work.alpha, frame.work.rgb, options.strength))
                 out = steadier.next(finished, frame.motion) if steadier is not None else finished
@@ -89,15 +100,10 @@ def paint_frames(
 
 
 def _read(frames: Iterable[Image.Image], options: PaintOptions, ahead: queue.Queue, stop: threading.Event) -> None:
-    estimator = MotionEstimator() if options.temporal else None
-    steady_input = Steadier(temporal.INPUT_ALPHA) if options.temporal and temporal.INPUT_ALPHA > 0 else None
     try:
         for image in frames:
             work = preprocess.to_work_image(image, options.max_side)
-            motion = estimator.next(work.rgb) if estimator is not None else None
-            if steady_input is not None:
-                work = replace(work, rgb=steady_input.next(work.rgb, motion))
-            if not _put(ahead, _Frame(image, work, motion), stop):
+            if not _put(ahead, _Frame(image, work, None), stop):
                 return
     except BaseException as exc:  # handed to the painting side, which raises it in the caller's thread
         _put(ahead, exc, stop)
