@@ -4,26 +4,20 @@ The model is the original TFLite file imported into the graph IR (``helpers.inst
 256x256 RGB picture in [0, 1]; :func:`load_segmenter` returns a callable that resizes any picture to that, runs
 the network and gives the probability map at the model's input size (callers scale it to what they need).
 
-The network runs in ONNX Runtime: its graph traced once at that one size into ``model.onnx`` beside the artefact
-(a few seconds, on first use), which paints a crop in a fraction of the eager graph's time (docs/benchmarks.md)
-and gives the same map to ~1e-7. Where ONNX Runtime or the export is not available it runs eagerly
-(:class:`~anipaint.networks.graph_module.GraphModule`). The graph's shapes are constants of its one input size, so
-``torch.export`` cannot trace it; the TorchScript tracer reads them as the constants they are.
+The network runs in ONNX Runtime on its graph traced once at that one size beside the artefact
+(:func:`~anipaint.models.helpers.segmenter_onnx`, ~3 s, by ``anipaint models prepare`` or on first use): 2.4x
+faster a crop than the eager graph, the same map to ~3e-5 (docs/benchmarks.md). Where ONNX Runtime or the export
+is not available it runs eagerly (:class:`~anipaint.networks.graph_module.GraphModule`).
 """
 
 from __future__ import annotations
 
-import logging
-import os
-import tempfile
-import warnings
 from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 import torch
-from filelock import FileLock
 from PIL import Image
 
 from anipaint.errors import ModelStoreError
@@ -31,11 +25,9 @@ from anipaint.models import helpers
 from anipaint.networks.graph_module import GraphModule
 from anipaint.settings import Settings
 
-INPUT_SIDE = 256  # the model's input: 256 x 256 RGB
-ONNX_NAME = "model.onnx"
+INPUT_SIDE = helpers.SEGMENTER_SIDE  # the model's input: 256 x 256 RGB
 
 Segmenter = Callable[[np.ndarray], np.ndarray]
-log = logging.getLogger("anipaint.faces")
 
 
 def load_segmenter(settings: Settings | None = None) -> Segmenter:
@@ -50,41 +42,13 @@ def load_segmenter(settings: Settings | None = None) -> Segmenter:
     return _segmenter(path, path.stat().st_mtime_ns)  # a rebuilt artefact is loaded again
 
 
-def onnx_path(path: Path) -> Path | None:
-    """The segmenter's ONNX graph beside its artefact ``path``, exported now if missing; None where it can't be."""
-    out = path.with_name(ONNX_NAME)
-    if out.is_file():
-        return out
-    try:
-        with FileLock(str(out) + ".lock"):
-            if not out.is_file():
-                _export(GraphModule.from_file(path).eval(), out)
-    except Exception as exc:  # noqa: BLE001 - the eager graph paints the same map
-        log.warning("the person segmenter runs eagerly: its ONNX export failed (%s)", exc)
-        return None
-    return out
-
-
-def _export(module: GraphModule, out: Path) -> None:
-    fd, tmp = tempfile.mkstemp(suffix=".onnx", dir=out.parent)
-    os.close(fd)
-    try:
-        with warnings.catch_warnings(), torch.no_grad():
-            warnings.simplefilter("ignore")  # the tracer's notes on the shape values it reads as constants
-            torch.onnx.export(module, (torch.zeros(1, 3, INPUT_SIDE, INPUT_SIDE),), tmp, dynamo=False,
-                              input_names=["x"], output_names=["person"])
-        os.replace(tmp, out)
-    finally:
-        Path(tmp).unlink(missing_ok=True)
-
-
 def _runner(path: Path) -> Callable[[torch.Tensor], np.ndarray]:
     """The network: ONNX Runtime on :func:`onnx_path`'s graph, else the eager graph."""
     try:
         import onnxruntime as ort
     except ImportError:
         ort = None
-    graph = onnx_path(path) if ort is not None else None
+    graph = helpers.segmenter_onnx(path) if ort is not None else None
     if graph is None:
         module = GraphModule.from_file(path).eval()
 

@@ -22,7 +22,7 @@ def test_segmenter_runs_its_onnx_graph_and_gives_the_eager_map(sources, group_ph
     if path is None:
         pytest.skip("segmenter source missing")
     segment = segmentation.load_segmenter(settings)
-    assert (path.parent / segmentation.ONNX_NAME).is_file()  # exported on first use, beside the artefact
+    assert (path.parent / helpers.SEGMENTER_ONNX).is_file()  # exported on first use, beside the artefact
     eager = GraphModule.from_file(path).eval()
     for img in (group_photo, astronaut):
         rgb = np.asarray(img.convert("RGB"))
