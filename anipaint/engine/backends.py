@@ -137,7 +137,8 @@ PORTABLE = OrtBackend.name
 def applicable(style: Style) -> tuple[str, ...]:
     """Backends that can run this style here, plain first (its architecture's row). A face model has no int8: on
     aligned faces the JP face model's int8 build was 38.8-42.4 dB from its eager network with 0.08-0.18 % of the
-    pixels far off (eyes and lips), while auto's square check crops passed it (docs/benchmarks.md)."""
+    pixels far off (eyes and lips), while auto's square check crops passed it; a one-layer-at-a-time sweep found
+    only five small layers that leave no pixel far off, and that build was no faster (docs/benchmarks.md)."""
     names = get_architecture(style.architecture).backends
     return tuple(n for n in names if n != "int8") if style.paints_faces_only else names
 

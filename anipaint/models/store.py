@@ -27,7 +27,7 @@ from anipaint import importers
 from anipaint.errors import ChecksumError, DownloadError, ModelStoreError
 from anipaint.models import downloads, failed_downloads, stamp
 from anipaint.models.downloads import sha256_file
-from anipaint.models.helpers import install_face_detector, install_segmenter
+from anipaint.models.helpers import install_face_detector, install_segmenter, segmenter_onnx
 from anipaint.models.registry import Style, all_styles, get_style
 from anipaint.models.sources import fetch_source, locate_source
 from anipaint.settings import Settings, get_settings
@@ -159,7 +159,10 @@ def convert(
             on_result(style.id, outcome, detail)
     detector = install_face_detector(s)
     results["face-detector"] = "ok" if detector else "skipped: source missing"
-    results["segmenter"] = "ok" if install_segmenter(s) else "skipped: source missing"
+    segmenter = install_segmenter(s)
+    if segmenter is not None:
+        segmenter_onnx(segmenter)  # made now rather than in the first portrait's request
+    results["segmenter"] = "ok" if segmenter else "skipped: source missing"
     return results
 
 
