@@ -91,7 +91,7 @@ CUT_SHARE = 0.3  # a frame with less than this share of trusted pixels starts a 
 MOVING_DETAIL_SIGMA = 3.0
 MOVING_SHAPE_SIGMA = 5.0
 COVER_ERODE = 5
-_MOVING_FLOOR = 0.02  # moving weights below this are left out
+_MOVING_FLOOR = 0.1  # weaker moving weights are left out: the same error, 1 ms less a frame
 # How much of the previous *input*, moved along the flow, each input frame keeps before it is painted (0: none).
 # The network answers the input's noise and compression changes with bigger changes in the picture; steadying
 # the input first takes them away at the source. benchmarks/handheld_steadiness.py measures the choice.
