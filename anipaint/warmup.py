@@ -304,13 +304,15 @@ def build_engines(style: Style, settings: Settings) -> tuple[str, str]:
     its failure is only reported there). Raises when the engines can't be made. ``anipaint models prepare`` and the
     background warm-up both come here."""
     from anipaint import engine
-    from anipaint.engine.onnx import device_models
+    from anipaint.engine.onnx import device_models, live_models
     from anipaint.engine.runtime import progress
 
     record = engine.build_backends(style, store.ensure_converted(style, settings), settings)
     if not record.get("choice"):
         raise RuntimeError("no engine chosen")
-    return progress.summary(record), device_models.make_note(style, settings)
+    device = device_models.make_note(style, settings)
+    live = live_models.make_note(style, settings) if device_models.read(style, settings) else ""
+    return progress.summary(record), "; ".join(line for line in (device, live) if line)
 
 
 # ---- the child process ---------------------------------------------------------------------------------------

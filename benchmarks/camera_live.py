@@ -10,6 +10,7 @@ For each style, at a fixed working size of 256 × 192 (4:3, the clip's centre):
   second, median), frames dropped (camera frames that came while one was painted: never queued);
 - ``infer fps``: the same worker painting one 256 × 192 frame after another (device.js's paintFrame: transfer,
   tensor, run, pixels back), nothing else: the most a live loop could reach; ``run`` is the network's run alone;
+  with the style's live model (int8, where the server made one) and, after it, with its full model;
   ``native``: onnxruntime in Python running the same model on the same size, this process, the same cores;
 - ``latency``: from the camera frame's capture (requestVideoFrameCallback's captureTime) to its painting being
   put on the canvas, median of the last 30;
@@ -41,7 +42,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from anipaint.engine.onnx import device_models
+from anipaint.engine.onnx import device_models, live_models
 from anipaint.media import temporal
 from anipaint.models import store
 from anipaint.models.registry import get_style
@@ -86,13 +87,13 @@ LIVE = """async ([style, side, seconds, skip, keep, steady]) => {
   return { samples, frames: kept };
 }"""
 # The worker painting one frame after another, nothing else.
-INFER = """async ([style, w, h, rounds]) => {
+INFER = """async ([style, w, h, rounds, live = true]) => {
   const { paintFrame } = await import("/static/device.js");
   const base = new Uint8ClampedArray(w * h * 4).map((_, i) => (i % 4 === 3 ? 255 : (i * 37) % 251));
   const walls = [], runs = [];
   for (let i = 0; i < rounds + 3; i++) {
     const t0 = performance.now();
-    const got = await paintFrame(new ImageData(new Uint8ClampedArray(base), w, h), { style });
+    const got = await paintFrame(new ImageData(new Uint8ClampedArray(base), w, h), { style, live });
     if (i >= 3) { walls.push(performance.now() - t0); runs.push(got.runMs); }
   }
   return { walls, runs };
@@ -281,6 +282,9 @@ def main(argv: list[str] | None = None) -> int:
         store.ensure_converted(style, settings)
         model = device_models.ensure(style, settings)
         native[style_id] = _native(device_models.path_of(model, style, settings), rgb, 10)
+        live = live_models.ensure(style, settings)  # made here if missing; kept only where it pays
+        if live.file:
+            native[f"{style_id} live"] = _native(live_models.path_of(live, style, settings), rgb, 10)
     from playwright.sync_api import sync_playwright
 
     report: dict = {"clip": args.clip, "size": f"{WIDTH}x{HEIGHT}", "cores": os.cpu_count(), "styles": {}}
@@ -302,6 +306,7 @@ def main(argv: list[str] | None = None) -> int:
             # (measured the other way round, the first rounds ran slower than the live loop's).
             live = page.evaluate(LIVE, [style_id, SIDE, args.seconds, 10, KEEP, True])
             infer = page.evaluate(INFER, [style_id, WIDTH, HEIGHT, 20])
+            full = page.evaluate(INFER, [style_id, WIDTH, HEIGHT, 10, False])  # the full model, as Take picture
             settled = live["samples"][len(live["samples"]) // 3:]  # past the start (the model, the first runs)
             frames = [[_image(u) for u in f] for f in live["frames"]]
             inputs, raw, shown = ([f[k] for f in frames] for k in range(3))
@@ -311,7 +316,10 @@ def main(argv: list[str] | None = None) -> int:
             row = {
                 "live_fps": statistics.median(s["fps"] for s in settled),
                 "infer_fps": 1000 / wall, "infer_ms": wall, "run_ms": statistics.median(infer["runs"]),
-                "native_ms": native[style_id] * 1000,
+                "native_ms": native.get(f"{style_id} live", native[style_id]) * 1000,
+                "native_full_ms": native[style_id] * 1000,
+                "full_infer_fps": 1000 / statistics.median(full["walls"]),
+                "full_run_ms": statistics.median(full["runs"]),
                 "latency_ms": statistics.median(s["latencyMs"] for s in settled),
                 "painted": live["samples"][-1]["painted"], "dropped": live["samples"][-1]["dropped"],
                 "size": f"{live['samples'][-1]['width']}x{live['samples'][-1]['height']}",
@@ -326,6 +334,9 @@ def main(argv: list[str] | None = None) -> int:
                   f"{row['run_ms'] / row['native_ms']:.2f}× native onnxruntime's {row['native_ms']:.0f} ms); "
                   f"latency {row['latency_ms']:.0f} ms ({row['latency_ms'] * row['live_fps'] / 1000:.2f} frame times); "
                   f"painted {row['painted']}, dropped {row['dropped']}")
+            print(f"  the full model (Take picture's): inference alone {row['full_infer_fps']:.1f} fps, "
+                  f"run {row['full_run_ms']:.0f} ms ({row['run_ms'] / row['full_run_ms']:.2f}× for the live model) = "
+                  f"{row['full_run_ms'] / row['native_full_ms']:.2f}× native's {row['native_full_ms']:.0f} ms")
             print(f"  warping error over {len(frames)} live frames: one by one {raw_error:.4f}, steady "
                   f"{steady_error:.4f} ({row['warping_ratio']:.2f}×), input {input_error:.4f}; sharpness "
                   f"{row['sharpness_ratio']:.3f}× one by one")

@@ -104,6 +104,18 @@ def ensure(style: Style, settings: Settings) -> DeviceModel:
         return read(style, settings) or _make(style, settings, artefact, key)
 
 
+def float_build(style: Style, settings: Settings, key: str) -> Path:
+    """The style's ``onnxruntime`` build (float32), built first where it is missing (tens of seconds)."""
+    from anipaint.engine import load_network
+
+    artefact = store.artefact_path(style, settings)
+    kind = backends.BACKENDS[backends.PORTABLE]
+    path = backends.build_path(kind.name, style, settings, key)
+    if path.is_file():
+        return path
+    return builds.ensure_built(kind.name, path, kind.recipe(style, artefact, settings, load_network(style, artefact)))
+
+
 def _make(style: Style, settings: Settings, artefact: Path, key: str) -> DeviceModel:
     from anipaint.engine import load_network
 
@@ -122,29 +134,29 @@ def _make(style: Style, settings: Settings, artefact: Path, key: str) -> DeviceM
     check_multiple = None if from_weights else multiple
     # The rewritten graph first, then the graph as exported; in each, float16 weights if they hold, else float32
     # (the rewritten one only if it holds itself: a rewrite that fails to load or run counts as not holding).
-    for graph, rewritten in (_rewritten(fp32), _rewritten(fp32, rewrite=False)):
+    for graph, rewritten in (rewritten_graph(fp32), rewritten_graph(fp32, rewrite=False)):
         half = _half_weights(graph)
-        worst = _worst_psnr(fp32, half, settings, check_multiple)
+        worst = worst_psnr(fp32, half, settings, check_multiple)
         if worst is not None and faithful(*worst):
             data = half
             break
         data = graph.SerializeToString()
-        if not rewritten or faithful(*(_worst_psnr(fp32, data, settings, check_multiple) or (0.0, 1.0))):
+        if not rewritten or faithful(*(worst_psnr(fp32, data, settings, check_multiple) or (0.0, 1.0))):
             break
-    _write(out, data)
+    write_whole(out, data)
     model = DeviceModel(
         style=style.id, file=out.name, sha256=hashlib.sha256(data).hexdigest(), bytes=len(data),
         weights="float16" if data is half else "float32",
         psnr_fp16=None if worst is None else round(min(worst[0], 100.0), 2),  # 100: identical (JSON has no inf)
         rewritten=rewritten, multiple=multiple, min_cells=min_cells, min_side=MIN_SIZE,
     )
-    _write(_record_path(style, settings, key), json.dumps(asdict(model), indent=1).encode())
+    write_whole(_record_path(style, settings, key), json.dumps(asdict(model), indent=1).encode())
     seconds = time.monotonic() - started
     builds.log.debug("built %s in %.1f s", out, seconds, extra={"build_path": str(out), "build_seconds": seconds})
     return model
 
 
-def _write(path: Path, data: bytes) -> None:
+def write_whole(path: Path, data: bytes) -> None:
     """Whole or not at all: another process may be reading the folder."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}-", dir=path.parent)
     with os.fdopen(fd, "wb") as f:
@@ -161,7 +173,7 @@ def _check_dynamic(path: Path, style: Style) -> None:
         raise ValueError(f"{style.id}: its ONNX export runs at one size only, so it cannot paint on the device")
 
 
-def _rewritten(path: Path, rewrite: bool = True):
+def rewritten_graph(path: Path, rewrite: bool = True):
     """The float32 file's graph (an ``onnx.ModelProto``) with its norms and upsamplings rewritten, and how many
     nodes were."""
     import onnx
@@ -206,7 +218,7 @@ def _half_weights(model) -> bytes:
     return model.SerializeToString()
 
 
-def _worst_psnr(fp32: Path, half: bytes, settings: Settings, multiple: int | None) -> tuple[float, float] | None:
+def worst_psnr(fp32: Path, half: bytes, settings: Settings, multiple: int | None) -> tuple[float, float] | None:
     """(PSNR, far-off share) of the candidate file ``half`` against the float32 one on the worst check photo,
     both in ONNX Runtime; None if the candidate does not load or run."""
     import onnxruntime as ort

@@ -3,8 +3,8 @@ content-addressed URLs (``/device/models/<sha256>.onnx``, cached for good) and t
 (``/sw.js``, at the root so that it may cache the page).
 
 The models are made by ``anipaint models prepare`` and the background warm-up
-(:mod:`anipaint.engine.onnx.device_models`); until a style's is made the manifest says "not ready yet" rather than
-building one in the middle of a request.
+(:mod:`anipaint.engine.onnx.device_models`; for a live camera's frames, :mod:`~anipaint.engine.onnx.live_models`);
+until a style's is made the manifest says "not ready yet" rather than building one in the middle of a request.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import FileResponse
 from pydantic import BaseModel, Field
 
-from anipaint.engine.onnx import device_models
+from anipaint.engine.onnx import device_models, live_models
 from anipaint.models import availability
 from anipaint.service.deps import SettingsDep
 from anipaint.service.routes.page import STATIC
@@ -29,6 +29,12 @@ IMMUTABLE = {"Cache-Control": "public, max-age=31536000, immutable"}
 NOT_READY = ("not ready yet: its device model is made by `anipaint models prepare` or the server's background "
              "preparation; paint it on the server meanwhile")
 _SHA = re.compile(r"[0-9a-f]{64}")
+
+
+class LiveModelOut(BaseModel):
+    url: str = Field(description="The int8 ONNX file for live frames, at a content-addressed URL.")
+    sha256: str
+    bytes: int
 
 
 class DeviceStyleOut(BaseModel):
@@ -44,6 +50,8 @@ class DeviceStyleOut(BaseModel):
     multiple: int | None = Field(None, description="Pad H and W (reflected, bottom/right) to a multiple of this...")
     min_cells: int | None = Field(None, description="...and to at least this many multiples.")
     min_side: int | None = Field(None, description="Edge-pad smaller pictures to this first.")
+    live: LiveModelOut | None = Field(None, description="The model for a live camera's frames (int8), where one "
+                                      "pays; absent: the live view paints with the model above.")
     input: str = Field("NCHW float32 RGB, (byte / 127.5) - 1; the output the same, clamped to [-1, 1]",
                        description="How the network's input and output are normalised.")
 
@@ -68,6 +76,9 @@ def manifest(s: Settings) -> list[dict]:
             row.update(on_device=True, state="ready", url=f"/device/models/{model.sha256}.onnx", sha256=model.sha256,
                        bytes=model.bytes, weights=model.weights, multiple=model.multiple, min_cells=model.min_cells,
                        min_side=model.min_side)
+            live = live_models.read(style, s)
+            if live is not None:
+                row["live"] = {"url": f"/device/models/{live.sha256}.onnx", "sha256": live.sha256, "bytes": live.bytes}
         row["reason"] = reason
         out.append(row)
     return out
@@ -85,6 +96,9 @@ def _find(s: Settings, sha256: str):
             model = device_models.read(st.style, s)
             if model is not None and model.sha256 == sha256:
                 return device_models.path_of(model, st.style, s)
+            live = live_models.read(st.style, s)
+            if live is not None and live.sha256 == sha256:
+                return live_models.path_of(live, st.style, s)
     return None
 
 

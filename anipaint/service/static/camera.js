@@ -137,7 +137,8 @@ export async function startCamera({
   const unsupported = deviceSupport();
   if (unsupported) throw new DeviceError("unsupported", `cannot paint on this device: ${unsupported}`);
   let model = await deviceModel(style); // refuses a style this browser cannot paint before the camera turns on
-  prepareOnDevice(style).catch(() => { /* the first frame says why */ }); // the runtime starts while the camera does
+  // The runtime and the live model start while the camera does.
+  prepareOnDevice(style, { live: true }).catch(() => { /* the first frame says why */ });
   /** @type {MediaStream | null} */
   const own = source ? null : await openCamera();
   const ended = () => { for (const track of own ? own.getTracks() : []) track.stop(); };

@@ -30,6 +30,8 @@
  * @property {number | null} [multiple]  pad H and W to a multiple of this,
  * @property {number | null} [min_cells]  and to at least this many multiples
  * @property {number | null} [min_side]  edge-pad smaller pictures to this first
+ * @property {{url: string, sha256: string, bytes: number} | null} [live]  the model for a live camera's frames
+ *   (its convolutions in int8), where one pays; same sizes, same input
  */
 
 /**
@@ -222,14 +224,15 @@ const ready = new Map(); // style|ep → Promise of prepareOnDevice's answer, so
 // damaged model: "checksum", and the next call fetches it again).
 /**
  * @param {string} style
- * @param {{ep?: Ep, onProgress?: (p: DeviceProgress) => void, signal?: AbortSignal}} [options]
+ * @param {{ep?: Ep, onProgress?: (p: DeviceProgress) => void, signal?: AbortSignal, live?: boolean}} [options]
+ *   live: the model a live camera's frames are painted with (paintFrame's)
  * @returns {Promise<{ep: Ep}>}
  */
-export function prepareOnDevice(style, { ep, onProgress, signal } = {}) {
-  const key = `${style}|${ep || ""}`;
+export function prepareOnDevice(style, { ep, onProgress, signal, live = false } = {}) {
+  const key = `${style}|${ep || ""}|${live}`;
   if (!ready.has(key)) {
     const made = deviceModel(style)
-      .then((model) => ask({ model, ep, warm: true }, onProgress, signal))
+      .then((model) => ask({ model: live ? liveModel(model) : model, ep, warm: true }, onProgress, signal))
       .then((result) => ({ ep: result.ep }));
     made.catch(() => { if (ready.get(key) === made) ready.delete(key); });
     ready.set(key, made);
@@ -270,16 +273,28 @@ export async function paintOnDevice(image, {
   return result.png;
 }
 
+// The model a live stream's frames are painted with: the style's int8 one where the server made one (it runs
+// faster in WebAssembly; a picture taken while live is painted by the full one), else the full one.
+/**
+ * @param {DeviceModel} model
+ * @returns {DeviceModel}
+ */
+function liveModel(model) {
+  return model.live ? { ...model, ...model.live } : model;
+}
+
 // Paint one frame of a live stream: `frame`'s pixels at the size to paint (camera.js makes them, at a multiple of
 // the style's size), handed to the worker (the ImageData's buffer is transferred: it is unusable here after). Resolves
-// with the painted ImageData of the same size, the execution provider and the network's run time alone.
+// with the painted ImageData of the same size, the execution provider and the network's run time alone. `live`
+// false: with the style's full model rather than its live one (for comparisons).
 /**
  * @param {ImageData} frame
- * @param {{style: string, ep?: Ep, signal?: AbortSignal}} options
+ * @param {{style: string, ep?: Ep, signal?: AbortSignal, live?: boolean}} options
  * @returns {Promise<{painted: ImageData, ep: Ep, runMs: number}>}
  */
-export async function paintFrame(frame, { style, ep, signal }) {
-  const model = await deviceModel(style);
+export async function paintFrame(frame, { style, ep, signal, live = true }) {
+  const full = await deviceModel(style);
+  const model = live ? liveModel(full) : full;
   const { data, width, height } = frame;
   const answer = /** @type {FrameAnswer} */ (await ask({ model, ep, frame: { data, width, height } }, undefined, signal));
   return { painted: new ImageData(answer.pixels, answer.width, answer.height), ep: answer.ep, runMs: answer.runMs };

@@ -11,7 +11,9 @@
 // largest among it and its neighbours, decides how much of the moved last output it keeps: `hold` under `still`
 // (a webcam's noise), nothing over `moving`, linearly less in between; the block weights are interpolated per
 // pixel, so no block edges show. A mean residual over `cut` across the frame (a scene change, a fast movement,
-// the camera turned) starts afresh: the new painting as it is.
+// the camera turned) starts afresh: the new painting as it is. Each pixel's own residual then lowers its share: a
+// thin thing that moved away (a dog's leash on a pale floor) barely moves its block's mean, and was carried along
+// as a faint trace before that check.
 //
 // Server clips warp the last frame along a dense optical flow (anipaint/media/temporal.py); a phone's or laptop's
 // spare time per frame is a few milliseconds, and a block grid's shifts fit in it (docs/benchmarks.md, "The live
@@ -25,9 +27,13 @@ const LAMBDA = 4; // the sub-pixel step's regulariser: a block's mean squared lu
  * The defaults: `hold`, the share of the moved last output kept where the move explains the new picture; `still`
  * and `moving`, the block residuals (mean |Δluma|, 0–255) under which it is kept whole and over which not at all;
  * `cut`, the frame's mean residual over which everything starts afresh; `motion`: false keeps only what did not
- * move (no search); `subpixel`: false, whole-pixel shifts, one per block (for comparison).
+ * move (no search); `subpixel`: false, whole-pixel shifts, one per block (for comparison); `pixelStill` and
+ * `pixelMoving`, a pixel's own |Δluma| after the move under which its block's share is kept and over which none
+ * (0: no per-pixel check).
  */
-export const STEADY = { hold: 0.75, still: 3, moving: 12, cut: 28, motion: true, subpixel: true };
+export const STEADY = {
+  hold: 0.75, still: 3, moving: 24, cut: 28, motion: true, subpixel: true, pixelStill: 16, pixelMoving: 40,
+};
 
 /**
  * @typedef {object} Steadier
@@ -195,7 +201,7 @@ function match(now, last, w, h, motion, subpixel) {
  * @returns {Steadier}
  */
 export function createSteadier(options = {}) {
-  const { hold, still, moving, cut, motion, subpixel } = { ...STEADY, ...options };
+  const { hold, still, moving, cut, motion, subpixel, pixelStill, pixelMoving } = { ...STEADY, ...options };
   /** @type {{out: Uint8ClampedArray<ArrayBuffer>, luma: Float32Array, w: number, h: number} | null} */
   let last = null;
 
@@ -237,13 +243,20 @@ export function createSteadier(options = {}) {
         const x0 = fx | 0, x1 = Math.min(bw - 1, x0 + 1), tx = fx - x0;
         const w00 = (1 - tx) * (1 - ty), w01 = tx * (1 - ty), w10 = (1 - tx) * ty, w11 = tx * ty;
         const b00 = y0 * bw + x0, b01 = y0 * bw + x1, b10 = y1 * bw + x0, b11 = y1 * bw + x1;
-        const k = keep[b00] * w00 + keep[b01] * w01 + keep[b10] * w10 + keep[b11] * w11;
+        let k = keep[b00] * w00 + keep[b01] * w01 + keep[b10] * w10 + keep[b11] * w11;
         if (k <= 0) continue;
         // Where the last output comes from: the shifts interpolated between block centres like the weights, so that
         // a turn or a zoom moves it smoothly rather than block by block (whole-pixel shifts: the pixel's block's).
         const b = row + ((x / BLOCK) | 0);
         const mx = subpixel ? dxs[b00] * w00 + dxs[b01] * w01 + dxs[b10] * w10 + dxs[b11] * w11 : dxs[b];
         const my = subpixel ? dys[b00] * w00 + dys[b01] * w01 + dys[b10] * w10 + dys[b11] * w11 : dys[b];
+        if (pixelMoving > 0) {
+          // This pixel's own residual: a thin thing that moved away (a leash, a line) barely moves its block's mean
+          // but leaves its old place far from the new camera picture, and must not be carried there.
+          const r = Math.abs(now[y * w + x] - at(last.luma, w, h, x + mx, y + my));
+          if (r > pixelStill) k *= Math.max(0, (pixelMoving - r) / (pixelMoving - pixelStill));
+          if (k <= 0) continue;
+        }
         const sx = Math.min(w - 1, Math.max(0, x + mx)), sy = Math.min(h - 1, Math.max(0, y + my));
         const ax = sx | 0, ay = sy | 0, ex = sx - ax, ey = sy - ay;
         const q = 4 * (y * w + x), p = 3 * (y * w + x);
