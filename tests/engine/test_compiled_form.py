@@ -38,6 +38,21 @@ def test_an_upsampling_stored_in_bfloat16_is_rounded_once() -> None:
     assert torch.equal(got, resize_bilinear(x, (18, 14)).to(torch.bfloat16))
 
 
+@pytest.mark.parametrize("h,w", [(2, 2), (3, 5), (17, 9)])
+def test_an_upsampling_and_its_reflect_pad_as_one_loop_give_the_same_picture(h, w) -> None:
+    from anipaint.engine.compile.padded_upsample import padded_double
+    from anipaint.networks.graph_ops import mirror_pad
+
+    x = torch.randn(1, 5, h, w).contiguous(memory_format=torch.channels_last)
+    want = mirror_pad(resize_bilinear(x, (2 * h, 2 * w)), [(0, 0), (0, 0), (1, 1), (1, 1)], "REFLECT")
+    got = padded_double(x)
+    assert got.shape == want.shape
+    # the pad's first row and column average the same two values the other way round: float rounding only
+    assert (got - want).abs().max().item() < 1e-6
+    assert torch.equal(got[..., 1:, 1:], want[..., 1:, 1:])
+    assert torch.equal(padded_double(x, torch.bfloat16)[..., 1:, 1:], want[..., 1:, 1:].to(torch.bfloat16))
+
+
 def test_only_values_that_bf16_convolutions_alone_read_are_stored_in_bf16() -> None:
     from anipaint.networks.ir import Graph
 
@@ -102,6 +117,7 @@ def test_the_compiled_form_paints_what_the_eager_network_paints(style_id, prepar
     plain, _ = graph_program.for_network(network)
     assert module._columns, "the last 7×7 layer to three channels runs by columns"
     assert not plain._columns, "the ONNX export keeps the graph's own convolutions"
+    assert module._padded and not plain._padded, "the upsamplings and their pads run as one loop when compiled"
     # the bench's steps build with a prefix of the rewrites: without "columns" the convolution stays whole
     first, _ = graph_program.for_network(network, rewrites=graph_program.REWRITES[:1])
     assert not first._columns and first.rewrites == {"quad_upsample"}

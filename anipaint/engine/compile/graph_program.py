@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from anipaint.engine.compile import column_convs, precision
+from anipaint.engine.compile import column_convs, padded_upsample, precision
 from anipaint.engine.compile.inductor import compile_package
 from anipaint.engine.compile.shape_values import ShapeValues, shape_op
 from anipaint.engine.tensors import from_tensor
@@ -63,6 +63,7 @@ REWRITES = (
     "rows_first",  # per-channel statistics over the picture reduced by rows first
     "logistic_tanh",  # tanh as 2 sigmoid(2x) - 1
     "bf16_upsample",  # upsamplings that only bf16 convolutions read stored in bf16
+    "padded_upsample",  # a 2x upsampling and the reflect pad after it as one loop (padded_upsample)
 )
 
 
@@ -126,6 +127,9 @@ class ExportableGraph(nn.Module):
         bf16_convs = {name for name, (key, _) in self._convs.items() if getattr(self, key).dtype == torch.bfloat16}
         self._stored_bf16 = frozenset(precision.read_by_bf16_convs_only(graph, bf16_convs)
                                       if "bf16_upsample" in self.rewrites else ())
+        # pad node -> the upsampling it alone reads, run together by padded_upsample
+        self._padded = padded_upsample.pairs(graph) if "padded_upsample" in self.rewrites else {}
+        self._deferred = frozenset(self._padded.values())
 
     def weight_keys(self, convs: Iterable[str]) -> set[str]:
         """The buffer names holding these convolutions' weights (what an exported graph's conv calls read)."""
@@ -165,6 +169,17 @@ class ExportableGraph(nn.Module):
             x = F.pad(x, (left, right, top, bottom))
         return column_convs.conv_by_columns(x, weight, kw, getattr(self, bias_key) if bias_key else None)
 
+    def _padded_upsample(self, pad: Node, env: dict[str, Val], ctx: graph_exec.Context) -> Val:
+        resize = self.graph.node(self._padded[pad.name])
+        args = [self._value(i, env) for i in resize.inputs]
+        x = args[0].nchw()
+        out_h, out_w = args[1].ints()
+        if (out_h, out_w) == (2 * x.shape[-2], 2 * x.shape[-1]) and x.shape[-2] > 1 and x.shape[-1] > 1:
+            dtype = torch.bfloat16 if resize.name in self._stored_bf16 else None
+            return Val(padded_upsample.padded_double(x, dtype), True)
+        up = graph_exec.OPS[resize.op](ctx, resize, args)  # another ratio: as the graph has it
+        return graph_exec.OPS[pad.op](ctx, pad, [up] + [self._value(i, env) for i in pad.inputs[1:]])
+
     def forward(self, x: Tensor) -> Tensor:
         graph = self.graph
         env: dict[str, Val] = {graph.inputs[0]: Val(x, True)}
@@ -172,6 +187,11 @@ class ExportableGraph(nn.Module):
                                  rewrites=self.rewrites, stored_bf16=self._stored_bf16)
         for node in graph.nodes:
             if node.op in ("Placeholder", "Const"):
+                continue
+            if node.name in self._deferred:  # computed with its pad, below
+                continue
+            if node.name in self._padded:
+                env[node.name] = self._padded_upsample(node, env, ctx)
                 continue
             args = [self._value(i, env) for i in node.inputs]
             if node.name in self._convs:
