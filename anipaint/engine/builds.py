@@ -29,7 +29,7 @@ from anipaint.models.registry import Style
 from anipaint.networks.animeganv2 import MIN_SIZE, SIZE_MULTIPLE
 from anipaint.settings import Settings
 
-ENGINE_VERSION = 7  # bump when a build recipe below changes
+ENGINE_VERSION = 8  # bump when a build recipe below changes
 MAX_SIDE = 4 * 2048  # export bound on H and W; larger pictures are tiled anyway
 BUILDS: Counter[str] = Counter()  # artefacts built in this process, by backend name (tests read it)
 _build_lock = threading.Lock()
