@@ -48,13 +48,19 @@ def evaluate(backend, wanted: list[np.ndarray], pictures: list[torch.Tensor], re
 
     The PSNR calls come first and double as warm-up (first-call allocations, oneDNN kernel selection). A
     backend slower than ``give_up`` seconds is not timed further: after a sample, or already after a warm-up
-    call (scaled by the pictures' areas) slower than twice that, since warm-up calls run slow themselves."""
+    call (scaled by the pictures' areas) slower than twice that, since warm-up calls run slow themselves, and
+    slower again when called once more: one slow call can be another process's burst (a shared machine's
+    record once lost v3-hayao's int8 to a 9 s first call that takes 0.09 s alone)."""
     worst, far = float("inf"), 0.0
     for i, (want, x) in enumerate(zip(wanted, pictures, strict=True)):
         t0 = time.perf_counter()
         got = from_tensor(backend(x))
         seconds = (time.perf_counter() - t0) * _area(pictures[-1]) / _area(x)
         worst, far = min(worst, psnr(want, got)), max(far, far_share(want, got))
+        if give_up is not None and seconds > 2 * give_up:
+            t0 = time.perf_counter()
+            backend(x)
+            seconds = (time.perf_counter() - t0) * _area(pictures[-1]) / _area(x)
         if give_up is not None and seconds > 2 * give_up:
             return {"seconds": round(seconds, 4), **_fidelity(worst, far), "samples": 0,
                     "note": f"stopped after picture {i + 1}: slower than {give_up:.2f} s"}
