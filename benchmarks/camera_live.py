@@ -3,7 +3,8 @@ camera.js painting it in device.js's worker, against the same frames painted one
 
     .venv/bin/python benchmarks/camera_live.py [--styles v3-cute,v3-hayao] [--seconds 20] [--memory 120]
         [--clip dog_foliage.mp4] [--json artifacts/camera/camera_live.json]
-        [--replay-only [--sets '[{}, {"subpixel": false}]']] [--sizes 192,256,320] [--memory-only]
+        [--replay-only [--sets '[{}, {"subpixel": false}]']] [--sizes 192,256,320 [--repeat 3]]
+        [--memory-only [--memory-fps 12] [--memory-side 320]]
 
 For each style, at a fixed working size of 256 × 192 (4:3, the clip's centre):
 - ``live fps``: painted frames a second while live (camera.js's own count over the last two seconds, sampled once a
@@ -19,8 +20,10 @@ For each style, at a fixed working size of 256 × 192 (4:3, the clip's centre):
   onFrame ``raw``), and of the input itself; sharpness (mean gradient) shown against one by one;
 - then an adaptive run of the first style (targetFps 12, up to 512): the size it settles on and its frame rate;
 - ``--sets``: the steady.js option sets the replay compares (the shipped defaults are ``{}``);
-- ``--sizes``: only live fps against inference alone at each of these long sides, per style;
-- ``--memory S``: the first style live for S seconds (adaptive, up to 320): every 15 s the resident memory of
+- ``--sizes``: only live fps against inference alone at each of these long sides, per style (``--repeat`` pairs
+  each), with where a live frame's time goes (camera.js's ``stats().stages``);
+- ``--memory S``: the first style live for S seconds (adaptive, target ``--memory-fps``, up to ``--memory-side``;
+  with ``--memory-only`` after 20 frames to load the model and warm it): every 15 s the resident memory of
   Chromium's renderer processes (the page and its worker, the runtime's WebAssembly memory included) and the
   page's JS heap after a garbage collection (DevTools protocol).
 A strip of consecutive live frames (input, one by one, steady) goes to artifacts/camera/<style>-strip.png.
@@ -142,9 +145,9 @@ ADAPTIVE = """async ([style, seconds]) => {
   live.stop();
   return samples;
 }"""
-START = """async ([style]) => {
+START = """async ([style, targetFps, maxSide]) => {
   const { startCamera } = await import("/static/camera.js");
-  window.live = await startCamera({ style, targetFps: 12, maxSide: 320 });
+  window.live = await startCamera({ style, targetFps, maxSide });
 }"""
 
 
@@ -170,12 +173,12 @@ def _renderers_rss() -> int:
     return total
 
 
-def _memory(page, style: str, seconds: int, every: int) -> list[dict]:
+def _memory(page, style: str, seconds: int, every: int, target_fps: float, max_side: int) -> list[dict]:
     """Live for `seconds`: every `every` s, the renderers' resident memory and the page's JS heap after a GC."""
     import time
 
     cdp = page.context.new_cdp_session(page)
-    page.evaluate(START, [style])
+    page.evaluate(START, [style, target_fps, max_side])
     rows = []
     started = time.monotonic()
     for t in range(0, seconds + 1, every):
@@ -184,7 +187,7 @@ def _memory(page, style: str, seconds: int, every: int) -> list[dict]:
         heap = cdp.send("Runtime.getHeapUsage")["usedSize"]
         stats = page.evaluate("window.live.stats()")
         rows.append({"t": t, "renderer_rss": _renderers_rss(), "page_heap": heap, "painted": stats["painted"],
-                     "fps": stats["fps"]})
+                     "fps": stats["fps"], "side": stats["side"]})
     page.evaluate("window.live.stop()")
     return rows
 
@@ -239,21 +242,31 @@ def replay(page, style: str, frames: list[np.ndarray], option_sets: list[dict]) 
         "frames": [inputs, raw, *shown]}
 
 
-def by_size(page, styles: list[str], sides: list[int], seconds: int) -> list[dict]:
-    """Live fps (steady on) at each fixed long side, against the worker painting that size alone, same page."""
+def by_size(page, styles: list[str], sides: list[int], seconds: int, repeat: int = 1) -> list[dict]:
+    """Live fps (steady on) at each fixed long side, against the worker painting that size alone, same page;
+    ``repeat`` pairs of each (live, then alone), as this machine's speed drifts by ±20 % within minutes."""
     rows = []
     for style_id in styles:
-        page.evaluate(INFER, [style_id, WIDTH, HEIGHT, 1])  # the model loaded and run first, not in the live figure
+        # The model loaded and run first, and the runtime's hot code optimised (the first few seconds of runs are
+        # slower while the browser recompiles it), so that neither figure carries the start.
+        page.evaluate(INFER, [style_id, WIDTH, HEIGHT, 20])
         for side in sides:
-            live = page.evaluate(LIVE, [style_id, side, seconds, 0, 0, True])
-            last = live["samples"][-1]
-            infer = page.evaluate(INFER, [style_id, last["width"], last["height"], 8])
-            row = {"style": style_id, "size": f"{last['width']}x{last['height']}",
-                   "live_fps": statistics.median(s["fps"] for s in live["samples"][len(live["samples"]) // 3:]),
-                   "infer_fps": 1000 / statistics.median(infer["walls"])}
-            rows.append(row)
-            print(f"{style_id} at {row['size']}: live {row['live_fps']:.1f} fps, inference alone "
-                  f"{row['infer_fps']:.1f} fps ({row['live_fps'] / row['infer_fps']:.2f}×)", flush=True)
+            for _ in range(repeat):
+                live = page.evaluate(LIVE, [style_id, side, seconds, 0, 0, True])
+                last = live["samples"][-1]
+                infer = page.evaluate(INFER, [style_id, last["width"], last["height"], 8])
+                stages = last["stages"]
+                row = {"style": style_id, "size": f"{last['width']}x{last['height']}",
+                       "live_fps": statistics.median(s["fps"] for s in live["samples"][len(live["samples"]) // 3:]),
+                       "infer_fps": 1000 / statistics.median(infer["walls"]),
+                       "infer_run_ms": statistics.median(infer["runs"]), "stages": stages,
+                       "latency_ms": last["latencyMs"]}
+                rows.append(row)
+                print(f"{style_id} at {row['size']}: live {row['live_fps']:.1f} fps, inference alone "
+                      f"{row['infer_fps']:.1f} fps ({row['live_fps'] / row['infer_fps']:.2f}×); live, ms a frame: "
+                      f"grab {stages['grabMs']:.1f}, worker {stages['paintMs']:.1f} (run {stages['runMs']:.1f}; "
+                      f"alone {row['infer_run_ms']:.1f}), steady {stages['steadyMs']:.1f}, draw "
+                      f"{stages['drawMs']:.1f}; latency {row['latency_ms']:.0f} ms", flush=True)
     return rows
 
 
@@ -263,6 +276,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=int, default=20)
     parser.add_argument("--memory", type=int, default=0, metavar="S")
     parser.add_argument("--memory-only", action="store_true", help="only the memory run")
+    parser.add_argument("--memory-fps", type=float, default=12, help="the memory run's target frame rate")
+    parser.add_argument("--memory-side", type=int, default=320, help="the memory run's largest long side")
+    parser.add_argument("--repeat", type=int, default=1, help="--sizes: pairs of live and alone per size")
     parser.add_argument("--replay-only", action="store_true", help="only the replayed steadiness")
     parser.add_argument("--sizes", default="", metavar="SIDES",
                         help="only live fps against inference alone at these long sides, e.g. 192,256,320")
@@ -300,7 +316,8 @@ def main(argv: list[str] | None = None) -> int:
             raise RuntimeError("the page is not cross-origin isolated: WebAssembly would run on one thread")
         report["capture_time"] = page.evaluate(CAPTURE_TIME)
         if args.sizes:
-            report["sizes"] = by_size(page, styles, [int(x) for x in args.sizes.split(",")], args.seconds)
+            report["sizes"] = by_size(page, styles, [int(x) for x in args.sizes.split(",")], args.seconds,
+                                      args.repeat)
         for style_id in [] if args.memory_only or args.replay_only or args.sizes else styles:
             # Live first: the runtime's code is then as optimised for the inference-alone rounds as for the live view
             # (measured the other way round, the first rounds ran slower than the live loop's).
@@ -367,11 +384,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"adaptive ({styles[0]}, target 12 fps, up to 512): settled at {report['adaptive']['size']}, "
                   f"{report['adaptive']['fps']:.1f} fps; long side each second {report['adaptive']['sizes']}")
         if args.memory:
-            rows = _memory(page, styles[0], args.memory, 15)
+            if args.memory_only:  # the model loaded and its code optimised first, as in a live view's later minutes
+                page.evaluate(INFER, [styles[0], WIDTH, HEIGHT, 20])
+            rows = _memory(page, styles[0], args.memory, 15, args.memory_fps, args.memory_side)
             report["memory"] = rows
             for r in rows:
                 print(f"  memory at {r['t']:4d} s: renderer RSS {r['renderer_rss'] / 1e6:6.1f} MB, page JS heap "
-                      f"{r['page_heap'] / 1e6:.1f} MB after GC, painted {r['painted']} ({r['fps']:.1f} fps)")
+                      f"{r['page_heap'] / 1e6:.1f} MB after GC, painted {r['painted']} ({r['fps']:.1f} fps at "
+                      f"{r['side']})")
         browser.close()
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -202,7 +202,7 @@ def test_take_picture_gives_the_result_view(server: Server, page_factory) -> Non
 
 def test_the_module_paints_a_video_element(server: Server, page_factory) -> None:  # noqa: F811
     """camera.js with a playing <video> as its source: onFrame gets input and painted pairs of the working size,
-    and snapshot() a PNG."""
+    snapshot() a PNG, and stats() where a frame's time went (the network's run within the worker's round trip)."""
     page = page_factory()
     open_page(page, server)
     got = page.evaluate(MODULE, [base64.b64encode(CLIP.read_bytes()).decode(), "v3-cute"])
@@ -211,6 +211,9 @@ def test_the_module_paints_a_video_element(server: Server, page_factory) -> None
         assert frame["diff"] > 8, frame
     assert got["png"] > 0 and got["type"] == "image/png"
     assert got["stats"]["painted"] >= 3 and got["stats"]["ep"] == "wasm" and got["stats"]["side"] == 192
+    stages = got["stats"]["stages"]
+    assert set(stages) == {"grabMs", "paintMs", "runMs", "steadyMs", "drawMs"}, stages
+    assert 0 < stages["runMs"] <= stages["paintMs"] and min(stages.values()) >= 0, stages
 
 
 def test_the_page_and_the_live_view_are_accessible(server: Server, page_factory) -> None:  # noqa: F811

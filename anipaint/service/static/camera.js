@@ -7,7 +7,8 @@
 //   document.body.append(live.canvas);        // the painted view, mirrored like a mirror for the front camera
 //   live.setStyle("v3-hayao"); live.pause(); live.resume();
 //   const png = await live.snapshot();        // the painted view now, a PNG Blob; live.still(): the camera's own
-//   live.stats();                             // {fps, latencyMs, painted, dropped, side, width, height, ep, slow}
+//   live.stats();                             // {fps, latencyMs, painted, dropped, side, width, height, ep,
+//                                             //  slow, stages: where a frame's time goes}
 //   live.stop();                              // every camera track ended: the light goes off
 //
 // `source` is the person's camera by default (asked for now: call this on a button press), or a MediaStream or a
@@ -43,6 +44,17 @@ import { createSteadier } from "./steady.js";
  * @property {string} style  the style of the frame last shown
  * @property {boolean} slow  under MIN_FPS at the smallest size: too slow to feel live in this style
  * @property {DeviceError | null} failure  why painting stopped (the camera is then stopped too)
+ * @property {CameraStages} stages  where a frame's time goes
+ */
+
+/**
+ * Medians over the last 30 frames, in ms: what this thread does per frame and the worker's round trip.
+ * @typedef {object} CameraStages
+ * @property {number} grabMs  the camera's frame drawn at the working size and read back
+ * @property {number} paintMs  handed to the worker until its painting is back (the wait)
+ * @property {number} runMs  of which the network's run alone
+ * @property {number} steadyMs  steady.js
+ * @property {number} drawMs  put on the canvas
  */
 
 /**
@@ -178,6 +190,10 @@ export async function startCamera({
   const latencies = [];
   /** @type {number[]} */
   const cycles = [];
+  /** @type {Record<keyof CameraStages, number[]>} */
+  const stages = { grabMs: [], paintMs: [], runMs: [], steadyMs: [], drawMs: [] };
+  /** @type {(name: keyof CameraStages, ms: number) => void} */
+  const note = (name, ms) => { const list = stages[name]; list.push(ms); if (list.length > 30) list.shift(); };
   let size = [0, 0];
   /** @type {number | null} */
   let captured = null; // the capture time of the newest frame not yet painted
@@ -210,6 +226,7 @@ export async function startCamera({
     grabCtx.drawImage(video, (video.videoWidth - sw) / 2, (video.videoHeight - sh) / 2, sw, sh, 0, 0, w, h);
     const input = grabCtx.getImageData(0, 0, w, h);
     const wanted = style;
+    const handed = performance.now();
     /** @type {Awaited<ReturnType<typeof paintFrame>>} */
     let answer;
     try {
@@ -222,17 +239,22 @@ export async function startCamera({
       return;
     }
     busy = false;
+    const back = performance.now();
     // A frame that came meanwhile goes to the worker before this one is steadied and drawn: the worker paints
     // while this thread works (one frame in flight still, the newest).
     if (fresh && !paused && !stopped) paintOne();
     if (stopped) return;
     ep = answer.ep;
     if (wanted !== style) return; // painted in the style just left: dropped
+    const steadyAt = performance.now();
     const out = steady ? steadier.next(input, answer.painted) : answer.painted;
+    const drawAt = performance.now();
     if (view.width !== w || view.height !== h) { view.width = w; view.height = h; }
     shown.putImageData(out, 0, 0);
     shownStyle = wanted;
     const now = performance.now();
+    note("grabMs", handed - started); note("paintMs", back - handed); note("runMs", answer.runMs);
+    note("steadyMs", drawAt - steadyAt); note("drawMs", now - drawAt);
     painted++;
     shownAt.push(now);
     while (shownAt.length && shownAt[0] < now - 2000) shownAt.shift();
@@ -319,6 +341,8 @@ export async function startCamera({
       return {
         fps, latencyMs: median(latencies), painted, dropped, side: side(), width: size[0], height: size[1], ep,
         style: shownStyle, slow, failure,
+        stages: /** @type {CameraStages} */ (
+          Object.fromEntries(Object.entries(stages).map(([k, v]) => [k, median(v)]))),
       };
     },
   };
