@@ -25,7 +25,8 @@ For each style, at a fixed working size of 256 × 192 (4:3, the clip's centre):
 - ``--memory S``: the first style live for S seconds (adaptive, target ``--memory-fps``, up to ``--memory-side``;
   with ``--memory-only`` after 20 frames to load the model and warm it): every 15 s the resident memory of
   Chromium's renderer processes (the page and its worker, the runtime's WebAssembly memory included) and the
-  page's JS heap after a garbage collection (DevTools protocol).
+  page's and the painting worker's JS heaps, each after a garbage collection (DevTools protocol; the worker reached
+  as a target of its own).
 A strip of consecutive live frames (input, one by one, steady) goes to artifacts/camera/<style>-strip.png.
 A real server (background preparation off) serves the page and the models; missing device models are made first.
 """
@@ -173,11 +174,53 @@ def _renderers_rss() -> int:
     return total
 
 
+class _WorkerHeap:
+    """The painting worker's JS heap after a garbage collection, through the page's DevTools session: a dedicated
+    worker is a target of its own, reached by the (non-flat) ``Target.sendMessageToTarget`` route."""
+
+    def __init__(self, cdp) -> None:
+        self.cdp, self.replies, self.next_id = cdp, {}, 1
+        self.sessions: list[str] = []
+        cdp.on("Target.receivedMessageFromTarget", self._received)
+        cdp.on("Target.attachedToTarget", lambda e: self.sessions.append(e["sessionId"])
+               if e["targetInfo"]["type"] == "worker" else None)
+        cdp.send("Target.setAutoAttach", {"autoAttach": True, "waitForDebuggerOnStart": False, "flatten": False})
+
+    def _received(self, event: dict) -> None:
+        message = json.loads(event["message"])
+        if "id" in message:
+            self.replies[message["id"]] = message.get("result", {})
+
+    def _call(self, session: str, method: str, params: dict | None = None, wait: float = 10.0) -> dict | None:
+        import time
+
+        ident, self.next_id = self.next_id, self.next_id + 1
+        self.cdp.send("Target.sendMessageToTarget", {"sessionId": session, "message": json.dumps(
+            {"id": ident, "method": method, "params": params or {}})})
+        until = time.monotonic() + wait
+        while ident not in self.replies and time.monotonic() < until:
+            self.cdp.send("Runtime.evaluate", {"expression": "0"})  # lets the session's events arrive
+            time.sleep(0.05)
+        return self.replies.pop(ident, None)
+
+    def used(self) -> int | None:
+        """Bytes, summed over the page's workers; None where none answered."""
+        sizes = []
+        for session in self.sessions:
+            self._call(session, "HeapProfiler.collectGarbage")
+            got = self._call(session, "Runtime.getHeapUsage")
+            if got:
+                sizes.append(int(got["usedSize"]))
+        return sum(sizes) if sizes else None
+
+
 def _memory(page, style: str, seconds: int, every: int, target_fps: float, max_side: int) -> list[dict]:
-    """Live for `seconds`: every `every` s, the renderers' resident memory and the page's JS heap after a GC."""
+    """Live for `seconds`: every `every` s, the renderers' resident memory and the page's and the worker's JS
+    heaps after a GC."""
     import time
 
     cdp = page.context.new_cdp_session(page)
+    workers = _WorkerHeap(cdp)
     page.evaluate(START, [style, target_fps, max_side])
     rows = []
     started = time.monotonic()
@@ -186,10 +229,15 @@ def _memory(page, style: str, seconds: int, every: int, target_fps: float, max_s
         cdp.send("HeapProfiler.collectGarbage")
         heap = cdp.send("Runtime.getHeapUsage")["usedSize"]
         stats = page.evaluate("window.live.stats()")
-        rows.append({"t": t, "renderer_rss": _renderers_rss(), "page_heap": heap, "painted": stats["painted"],
+        rows.append({"t": t, "renderer_rss": _renderers_rss(), "page_heap": heap, "worker_heap": workers.used(),
+                     "painted": stats["painted"],
                      "fps": stats["fps"], "side": stats["side"]})
     page.evaluate("window.live.stop()")
     return rows
+
+
+def _mb(size: int | None) -> str:
+    return "unread" if size is None else f"{size / 1e6:.1f} MB"
 
 
 def _image(data_url: str) -> np.ndarray:
@@ -390,7 +438,8 @@ def main(argv: list[str] | None = None) -> int:
             report["memory"] = rows
             for r in rows:
                 print(f"  memory at {r['t']:4d} s: renderer RSS {r['renderer_rss'] / 1e6:6.1f} MB, page JS heap "
-                      f"{r['page_heap'] / 1e6:.1f} MB after GC, painted {r['painted']} ({r['fps']:.1f} fps at "
+                      f"{r['page_heap'] / 1e6:.1f} MB, worker JS heap {_mb(r['worker_heap'])} after GC, painted "
+                      f"{r['painted']} ({r['fps']:.1f} fps at "
                       f"{r['side']})")
         browser.close()
     if args.json:
