@@ -16,6 +16,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import torch
 from filelock import FileLock
@@ -33,6 +34,7 @@ ENGINE_VERSION = 8  # bump when a build recipe below changes
 MAX_SIDE = 4 * 2048  # export bound on H and W; larger pictures are tiled anyway
 BUILDS: Counter[str] = Counter()  # artefacts built in this process, by backend name (tests read it)
 _build_lock = threading.Lock()
+Made = TypeVar("Made")
 log = logging.getLogger("anipaint.engine.builds")
 
 
@@ -171,6 +173,18 @@ def network_onnx(network, out: Path, shape: tuple[int, int] | None = None) -> No
     from anipaint.engine.compile import graph_program
 
     graph_program.build_onnx(network, out, shape)
+
+
+def made_once(lock: Path, read: Callable[[], Made | None], make: Callable[[], Made]) -> Made:
+    """``read()``, else ``make()`` under a file lock at ``lock``, looking again once the lock is held: another
+    process (``models prepare``, the server's preparation, a second worker) may be making the same thing."""
+    found = read()
+    if found is not None:
+        return found
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(lock)):
+        found = read()
+        return found if found is not None else make()
 
 
 def ensure_built(name: str, path: Path, recipe: Callable[[Path], None]) -> Path:

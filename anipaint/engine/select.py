@@ -17,7 +17,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from filelock import FileLock
 
 from anipaint.engine import backends, builds
 from anipaint.engine.runners import Backend, TorchBackend
@@ -102,20 +101,20 @@ def choose(style: Style, artefact: Path, settings: Settings, network, key: str |
            names: tuple[str, ...] | None = None) -> dict:
     """The cached auto choice for this machine, measuring (and building) every backend the first time."""
     key = key or builds.engine_key(artefact)
-    cached = backends.read_auto(style, settings, key)
-    if cached and cached.get("choice"):
-        return cached
     path = backends.auto_path(style, settings, key)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(path) + ".lock"):
-        cached = backends.read_auto(style, settings, key)
-        if cached and cached.get("choice"):
-            return cached
+
+    def cached() -> dict | None:
+        found = backends.read_auto(style, settings, key)
+        return found if found and found.get("choice") else None
+
+    def measured() -> dict:
         result = measure_all(style, artefact, settings, network, key, names)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(json.dumps(result, indent=2))
         os.replace(tmp, path)
         return result
+
+    return builds.made_once(Path(str(path) + ".lock"), cached, measured)
 
 
 def check_pictures(settings: Settings, face_crop: tuple[int, int] | None = None) -> list[torch.Tensor]:

@@ -27,7 +27,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
-from filelock import FileLock
 
 from anipaint.engine import backends, builds
 from anipaint.models import store
@@ -98,10 +97,8 @@ def ensure(style: Style, settings: Settings) -> DeviceModel:
         return found
     artefact = store.artefact_path(style, settings)
     key = builds.cached_engine_key(artefact)
-    lock = _record_path(style, settings, key).with_suffix(".lock")
-    lock.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(lock)):  # another process (models prepare, the server's preparation) may be making it
-        return read(style, settings) or _make(style, settings, artefact, key)
+    return builds.made_once(_record_path(style, settings, key).with_suffix(".lock"), lambda: read(style, settings),
+                            lambda: _make(style, settings, artefact, key))
 
 
 def float_build(style: Style, settings: Settings, key: str) -> Path:

@@ -29,7 +29,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
-from filelock import FileLock
 
 from anipaint.engine import builds
 from anipaint.engine.onnx import device_models
@@ -96,11 +95,9 @@ def ensure(style: Style, settings: Settings) -> LiveModel:
     found = decided(style, settings)
     if found is not None:
         return found
-    artefact = store.artefact_path(style, settings)
-    key = builds.cached_engine_key(artefact)
-    lock = _record_path(style, settings, key).with_suffix(".lock")
-    with FileLock(str(lock)):
-        return decided(style, settings) or _make(style, settings, device, key)
+    key = builds.cached_engine_key(store.artefact_path(style, settings))
+    return builds.made_once(_record_path(style, settings, key).with_suffix(".lock"),
+                            lambda: decided(style, settings), lambda: _make(style, settings, device, key))
 
 
 def _make(style: Style, settings: Settings, device: device_models.DeviceModel, key: str) -> LiveModel:
